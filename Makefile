@@ -1,0 +1,58 @@
+# Targets used by people and by CI alike. Everything runs from the project's own .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install deps services-up services-down services-status test unit integration lint typecheck check demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## install: create .venv and install memsync (editable) with its dev extras
+install: $(STAMP)
+
+## deps: Redis from Debian, Neo4j jars from Maven Central, the launcher compiled (idempotent)
+deps: install
+	$(BIN)/memsync services install
+
+services-up: deps
+	$(BIN)/memsync services up
+
+services-down: install
+	$(BIN)/memsync services down
+
+services-status: install
+	$(BIN)/memsync services status
+
+## test: lint, types, unit tests, then integration tests on real Redis, Neo4j and Celery workers
+test: deps lint typecheck
+	$(BIN)/pytest
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+integration: deps
+	$(BIN)/pytest tests/integration
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+check: lint typecheck unit
+
+## demo: start Redis, Neo4j and a worker, play a sample conversation, print each agent's memory
+demo: deps
+	$(BIN)/memsync demo
+
+bench: deps
+	$(BIN)/python -m bench.pipeline
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

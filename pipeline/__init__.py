@@ -1,0 +1,1 @@
+"""The ordered stages, as plain functions over schemas, plus graph/ for Neo4j."""

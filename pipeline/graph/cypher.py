@@ -1,0 +1,120 @@
+"""Every Cypher statement memsync runs. Labels and types are constants; values are parameters."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.graph.model import (
+    AGENT,
+    CHANNEL,
+    EPISODE,
+    FACT,
+    IN,
+    KEYED_LABELS,
+    OBSERVED,
+    PARTICIPANT,
+    SAID,
+)
+
+# -- schema -------------------------------------------------------------------------------------
+
+CONSTRAINTS: Final = tuple(
+    f"CREATE CONSTRAINT {label.lower()}_key IF NOT EXISTS "
+    f"FOR (n:{label}) REQUIRE n.key IS UNIQUE"
+    for label in KEYED_LABELS
+)
+
+INDEXES: Final = (
+    f"CREATE INDEX participant_tenant_id IF NOT EXISTS FOR (n:{PARTICIPANT}) ON (n.tenant, n.id)",
+    f"CREATE INDEX episode_created_at IF NOT EXISTS FOR (n:{EPISODE}) ON (n.created_at)",
+    f"CREATE INDEX fact_agent_subject_predicate IF NOT EXISTS "
+    f"FOR (n:{FACT}) ON (n.agent_key, n.subject_key, n.predicate)",
+)
+
+SHOW_KEY_CONSTRAINTS: Final = (
+    "SHOW CONSTRAINTS YIELD labelsOrTypes, properties, type "
+    "WHERE type = 'UNIQUENESS' AND properties = ['key'] "
+    "RETURN labelsOrTypes[0] AS label"
+)
+
+# -- writer: one sync batch, each statement an UNWIND over rows sorted by key --------------------
+
+MERGE_PARTICIPANTS: Final = f"""
+UNWIND $rows AS row
+MERGE (p:{PARTICIPANT} {{key: row.key}})
+ON CREATE SET p.tenant = row.tenant, p.id = row.id, p.kind = row.kind
+SET p += CASE WHEN row.provisional AND p.label IS NOT NULL THEN {{}}
+              ELSE {{display_name: row.display_name, handle: row.handle, label: row.label}} END,
+    p.anonymous = row.anonymous
+"""
+
+MARK_AGENTS: Final = f"""
+UNWIND $keys AS key
+MATCH (p:{PARTICIPANT} {{key: key}})
+SET p:{AGENT}
+"""
+
+MERGE_CHANNELS: Final = f"""
+UNWIND $rows AS row
+MERGE (c:{CHANNEL} {{key: row.key}})
+ON CREATE SET c.tenant = row.tenant, c.id = row.id
+SET c.kind = row.kind, c.title = coalesce(row.title, c.title)
+"""
+
+MERGE_EPISODES: Final = f"""
+UNWIND $rows AS row
+MATCH (s:{PARTICIPANT} {{key: row.speaker_key}})
+MATCH (c:{CHANNEL} {{key: row.channel_key}})
+MERGE (e:{EPISODE} {{key: row.key}})
+ON CREATE SET e.tenant = row.tenant, e.id = row.id, e.role = row.role, e.content = row.content,
+              e.speaker_label = row.speaker_label, e.created_at = row.created_at
+MERGE (s)-[:{SAID}]->(e)
+MERGE (e)-[:{IN}]->(c)
+"""
+
+MERGE_OBSERVED: Final = f"""
+UNWIND $rows AS row
+MATCH (a:{AGENT} {{key: row.agent_key}})
+MATCH (e:{EPISODE} {{key: row.episode_key}})
+MERGE (a)-[r:{OBSERVED}]->(e)
+ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+"""
+
+# -- read side ------------------------------------------------------------------------------------
+
+LOOKUP_PARTICIPANTS: Final = f"""
+UNWIND $keys AS key
+MATCH (p:{PARTICIPANT} {{key: key}})
+WHERE p.label IS NOT NULL
+RETURN p.key AS key, p.id AS id, p.display_name AS display_name, p.handle AS handle
+"""
+
+RECALL_EPISODES: Final = f"""
+MATCH (a:{AGENT} {{key: $agent_key}})-[o:{OBSERVED}]->(e:{EPISODE})-[:{IN}]->(c:{CHANNEL})
+WHERE $channel_key IS NULL OR c.key = $channel_key
+WITH e, c, o
+ORDER BY e.created_at DESC, e.key DESC
+LIMIT $limit
+RETURN e.key AS key, e.id AS id, e.role AS role, e.content AS content,
+       e.speaker_label AS speaker_label, e.created_at AS created_at,
+       c.id AS channel_id, c.title AS channel_title, o.synced_at AS synced_at
+ORDER BY created_at, key
+"""
+
+LIST_AGENTS: Final = f"""
+MATCH (a:{AGENT})
+WHERE a.tenant = $tenant
+OPTIONAL MATCH (a)-[o:{OBSERVED}]->()
+RETURN a.key AS key, a.id AS id, a.label AS label, count(o) AS observed
+ORDER BY a.id
+"""
+
+GRAPH_COUNTS: Final = f"""
+CALL () {{ MATCH (n:{PARTICIPANT}) RETURN count(n) AS participants }}
+CALL () {{ MATCH (n:{AGENT}) RETURN count(n) AS agents }}
+CALL () {{ MATCH (n:{CHANNEL}) RETURN count(n) AS channels }}
+CALL () {{ MATCH (n:{EPISODE}) RETURN count(n) AS episodes }}
+CALL () {{ MATCH ()-[r:{SAID}]->() RETURN count(r) AS said }}
+CALL () {{ MATCH ()-[r:{OBSERVED}]->() RETURN count(r) AS observed }}
+RETURN participants, agents, channels, episodes, said, observed
+"""

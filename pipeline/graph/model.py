@@ -1,0 +1,22 @@
+"""Graph vocabulary: every label and relationship type memsync uses, as constants."""
+
+from __future__ import annotations
+
+from typing import Final
+
+PARTICIPANT: Final = "Participant"
+AGENT: Final = "Agent"
+CHANNEL: Final = "Channel"
+EPISODE: Final = "Episode"
+FACT: Final = "Fact"
+COMMITMENT: Final = "Commitment"
+SUMMARY: Final = "Summary"
+
+SAID: Final = "SAID"
+IN: Final = "IN"
+OBSERVED: Final = "OBSERVED"
+
+# Every node label whose `key` carries a uniqueness constraint.
+KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, SUMMARY)
+
+GRAPH_MODEL_VERSION: Final = 1

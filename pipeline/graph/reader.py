@@ -1,0 +1,89 @@
+"""The read side: what an agent remembers, and the names the resolve stage looks up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.graph import cypher
+from pipeline.graph.store import GraphStore
+from schemas.keys import channel_key, participant_key
+from schemas.records import KnownParticipant
+
+
+class RecalledEpisode(BaseModel):
+    """One remembered message, as an agent gets it back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    id: str
+    role: str
+    content: str
+    speaker_label: str
+    created_at: datetime
+    channel_id: str
+    channel_title: str | None
+    synced_at: datetime | None
+
+
+class AgentSummary(BaseModel):
+    """An agent the graph knows, and how many episodes it remembers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    id: str
+    label: str | None
+    observed: int
+
+
+def lookup_participants(graph: GraphStore, keys: Iterable[str]) -> dict[str, KnownParticipant]:
+    """Names already known for these participant keys (missing keys are simply absent)."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.LOOKUP_PARTICIPANTS, keys=wanted))
+    return {
+        r["key"]: KnownParticipant(id=r["id"], display_name=r["display_name"], handle=r["handle"])
+        for r in records
+    }
+
+
+def recall(
+    graph: GraphStore,
+    tenant: str,
+    agent_id: str,
+    channel_id: str | None = None,
+    limit: int = 50,
+) -> list[RecalledEpisode]:
+    """The agent's most recent remembered episodes, oldest first, optionally for one channel."""
+    params: dict[str, Any] = {
+        "agent_key": participant_key(tenant, agent_id),
+        "channel_key": channel_key(tenant, channel_id) if channel_id else None,
+        "limit": limit,
+    }
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.RECALL_EPISODES, params))
+    return [RecalledEpisode.model_validate(_native(dict(r))) for r in records]
+
+
+def list_agents(graph: GraphStore, tenant: str) -> list[AgentSummary]:
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.LIST_AGENTS, tenant=tenant))
+    return [AgentSummary.model_validate(dict(r)) for r in records]
+
+
+def graph_counts(graph: GraphStore) -> dict[str, int]:
+    """Node and relationship counts, for operators and tests."""
+    with graph.session(write=False) as session:
+        record = session.run(cypher.GRAPH_COUNTS).single(strict=True)
+    return {k: int(v) for k, v in dict(record).items()}
+
+
+def _native(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}

@@ -1,0 +1,55 @@
+"""The Neo4j connection a process holds: one driver, the database name, and error translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import neo4j
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import ServiceUnavailable, SessionExpired
+
+from pipeline.errors import GraphUnavailable
+
+
+@dataclass(frozen=True)
+class GraphStore:
+    """A driver plus the database it writes to. Create one per process, after any fork."""
+
+    driver: Driver
+    database: str
+
+    @classmethod
+    def connect(
+        cls,
+        uri: str,
+        user: str,
+        password: str | None,
+        database: str,
+        *,
+        max_transaction_retry_time: float = 30.0,
+        connection_timeout: float = 10.0,
+    ) -> GraphStore:
+        auth = (user, password) if password else None
+        driver = GraphDatabase.driver(
+            uri,
+            auth=auth,
+            max_transaction_retry_time=max_transaction_retry_time,
+            connection_timeout=connection_timeout,
+            connection_acquisition_timeout=connection_timeout * 3,
+        )
+        return cls(driver=driver, database=database)
+
+    @contextmanager
+    def session(self, *, write: bool = True) -> Iterator[neo4j.Session]:
+        """A session whose connection failures surface as GraphUnavailable (retryable)."""
+        access = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
+        try:
+            with self.driver.session(database=self.database, default_access_mode=access) as session:
+                yield session
+        except (ServiceUnavailable, SessionExpired) as exc:
+            raise GraphUnavailable(f"Neo4j unavailable: {exc}") from exc
+
+    def close(self) -> None:
+        self.driver.close()

@@ -1,0 +1,108 @@
+"""The only code with side effects on memory: writes a list of sync jobs in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import neo4j
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.graph import cypher
+from pipeline.graph.store import GraphStore
+from schemas.records import SyncJob
+
+Rows = list[dict[str, Any]]
+
+
+class SyncBatch(BaseModel):
+    """Parameter rows for one transaction, deduplicated and sorted by key to keep deadlocks rare."""
+
+    model_config = ConfigDict(frozen=True)
+
+    participants: Rows
+    agents: list[str]
+    channels: Rows
+    episodes: Rows
+    observed: Rows
+
+
+def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> SyncBatch:
+    """Turn sync jobs into the rows the writer's statements UNWIND."""
+    now = synced_at or datetime.now(UTC)
+    participants: dict[str, dict[str, Any]] = {}
+    channels: dict[str, dict[str, Any]] = {}
+    episodes: dict[str, dict[str, Any]] = {}
+    observed: dict[tuple[str, str], dict[str, Any]] = {}
+    agents: set[str] = set()
+    for job in jobs:
+        agents.add(job.agent.key)
+        for p in job.participants:
+            row = {
+                "key": p.key,
+                "tenant": job.tenant,
+                "id": p.id,
+                "kind": p.kind,
+                "display_name": p.display_name,
+                "handle": p.handle,
+                "label": p.label,
+                "anonymous": p.anonymous,
+                "provisional": p.provisional,
+            }
+            # A named sighting wins over a provisional one within the same batch.
+            if p.key not in participants or not p.provisional:
+                participants[p.key] = row
+            if p.kind == "agent":
+                agents.add(p.key)
+        channels[job.channel.key] = {
+            "key": job.channel.key,
+            "tenant": job.tenant,
+            "id": job.channel.id,
+            "kind": job.channel.kind,
+            "title": job.channel.title,
+        }
+        for m in job.messages:
+            episodes[m.key] = {
+                "key": m.key,
+                "tenant": job.tenant,
+                "id": m.id,
+                "role": m.role,
+                "content": m.content,
+                "speaker_label": m.speaker_label,
+                "speaker_key": m.speaker_key,
+                "channel_key": job.channel.key,
+                "created_at": m.created_at,
+            }
+            observed[(job.agent.key, m.key)] = {
+                "agent_key": job.agent.key,
+                "episode_key": m.key,
+                "synced_at": now,
+                "event_id": job.event_id,
+            }
+    return SyncBatch(
+        participants=[participants[k] for k in sorted(participants)],
+        agents=sorted(agents),
+        channels=[channels[k] for k in sorted(channels)],
+        episodes=[episodes[k] for k in sorted(episodes)],
+        observed=[observed[k] for k in sorted(observed)],
+    )
+
+
+def write_sync_jobs(graph: GraphStore, jobs: Sequence[SyncJob]) -> SyncBatch:
+    """Write every job's memory in one transaction; safe to run again (everything is MERGE)."""
+    batch = plan_batch(jobs)
+    if not batch.participants:
+        return batch
+    with graph.session() as session:
+        session.execute_write(_write_batch, batch)
+    return batch
+
+
+def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch) -> None:
+    # The driver may call this again after a transient failure: it only MERGEs, so that is safe.
+    tx.run(cypher.MERGE_PARTICIPANTS, rows=batch.participants).consume()
+    tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
+    tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
+    tx.run(cypher.MERGE_EPISODES, rows=batch.episodes).consume()
+    tx.run(cypher.MERGE_OBSERVED, rows=batch.observed).consume()

@@ -1,0 +1,69 @@
+"""Stages 1-4 composed: events in, sync jobs and an account of what was dropped and why out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.fanout import fan_out
+from pipeline.filter import filter_turns
+from pipeline.resolve import resolve_speakers
+from pipeline.trust import TrustPolicy, check_trust
+from schemas.event import TurnEvent
+from schemas.records import DroppedMessage, KnownParticipant, SyncJob, TrustDecision
+
+
+class TurnAccount(BaseModel):
+    """What happened to one turn: dropped messages and each agent's trust decision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    event_id: str
+    kept: int
+    dropped: list[DroppedMessage]
+    decisions: list[TrustDecision]
+
+
+class IngestOutcome(BaseModel):
+    """The sync jobs to send, and one account per turn for operators and progress tracking."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jobs: list[SyncJob]
+    accounts: list[TurnAccount]
+
+    def counts(self) -> Counter[str]:
+        """Counters by outcome, e.g. `dropped.tool_message` or `trust.public_channel`."""
+        counts: Counter[str] = Counter()
+        for account in self.accounts:
+            counts["events"] += 1
+            counts["messages.kept"] += account.kept
+            for dropped in account.dropped:
+                counts[f"dropped.{dropped.reason}"] += 1
+            for decision in account.decisions:
+                counts[f"trust.{decision.reason}"] += 1
+        counts["sync_jobs"] += len(self.jobs)
+        return counts
+
+
+def ingest_turns(
+    events: Sequence[TurnEvent],
+    known: Mapping[str, KnownParticipant],
+    policy: TrustPolicy,
+) -> IngestOutcome:
+    """Filter, resolve, check trust and fan out a batch of validated events."""
+    trusted = check_trust(resolve_speakers(filter_turns(events), known), policy)
+    accounts = [
+        TurnAccount(
+            tenant=t.turn.tenant,
+            event_id=t.turn.event_id,
+            kept=len(t.turn.messages),
+            dropped=t.turn.dropped,
+            decisions=t.decisions,
+        )
+        for t in trusted
+    ]
+    return IngestOutcome(jobs=fan_out(trusted), accounts=accounts)
