@@ -30,10 +30,13 @@ class PermanentError(MemsyncError):
 class InvalidEvent(PermanentError):
     """A turn event broke the contract; `field` names where (dotted path, e.g. messages.2.role)."""
 
-    def __init__(self, field: str, reason: str, event_id: str | None = None) -> None:
+    def __init__(
+        self, field: str, reason: str, event_id: str | None = None, tenant: str | None = None
+    ) -> None:
         self.field = field
         self.reason = reason
         self.event_id = event_id
+        self.tenant = tenant
         where = f"event {event_id!r}: " if event_id else ""
         super().__init__(f"{where}{field}: {reason}")
 

@@ -28,12 +28,17 @@ def validate_event(raw: Mapping[str, Any] | str | bytes | TurnEvent) -> TurnEven
     if not isinstance(raw, Mapping):
         raise InvalidEvent("<event>", f"expected a JSON object, got {type(raw).__name__}")
     event_id = raw.get("event_id")
-    event_id = event_id if isinstance(event_id, str) else None
+    tenant = raw.get("tenant", "default")
     try:
         return TurnEvent.model_validate(raw)
     except ValidationError as exc:
         field, reason = _first_error(exc)
-        raise InvalidEvent(field, reason, event_id) from None
+        raise InvalidEvent(
+            field,
+            reason,
+            event_id if isinstance(event_id, str) else None,
+            tenant if isinstance(tenant, str) else None,
+        ) from None
 
 
 def validate_events(

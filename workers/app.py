@@ -1,0 +1,22 @@
+"""The Celery application: `celery -A workers.app worker` and `memsync worker` both start it.
+
+Configuration is applied lazily, when Celery first needs it, from the settings the entry point
+installed (or from the environment then), so importing this module reads nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from workers import runtime
+from workers.celeryconfig import celery_config
+
+
+def _config() -> dict[str, Any]:
+    return celery_config(runtime.settings())
+
+
+app = Celery("memsync", include=["workers.tasks", "workers.signals"])
+app.add_defaults(_config)

@@ -1,0 +1,139 @@
+"""Bookkeeping in Redis: per-turn progress (for `emit --wait`), counters, and an audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from pipeline.ingest import TurnAccount
+from schemas.records import SyncJob
+
+STATS_KEY = "memsync:stats"
+AUDIT_STREAM = "memsync:audit"
+AUDIT_MAXLEN = 20_000
+TURN_TTL_SECONDS = 7 * 24 * 3600
+
+
+def _turn_key(tenant: str, event_id: str) -> str:
+    return f"memsync:turn:{tenant}/{event_id}"
+
+
+@dataclass(frozen=True)
+class TurnStatus:
+    """Where one event stands: waiting for ingest, rejected, or N of M agent syncs written."""
+
+    tenant: str
+    event_id: str
+    state: str  # pending | accepted | rejected
+    expected: int
+    synced: int
+    reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state == "rejected" or (self.state == "accepted" and self.synced >= self.expected)
+
+
+class Ledger:
+    """Small, idempotent Redis records kept beside the queues."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def accept(self, accounts: Sequence[TurnAccount]) -> None:
+        """Record how many agent syncs each turn expects, and why anything was left out."""
+        pipe = self.client.pipeline(transaction=False)
+        for account in accounts:
+            key = _turn_key(account.tenant, account.event_id)
+            expected = [d.agent_key for d in account.decisions if d.trusted]
+            pipe.hset(key, mapping={"state": "accepted", "expected": len(expected)})
+            pipe.expire(key, TURN_TTL_SECONDS)
+            for dropped in account.dropped:
+                self._audit(pipe, account, "dropped", dropped.message_id, dropped.reason)
+            for decision in account.decisions:
+                if not decision.trusted:
+                    self._audit(pipe, account, "untrusted", decision.agent_key, decision.reason)
+        pipe.execute()
+
+    def reject(self, tenant: str, event_id: str, reason: str) -> None:
+        key = _turn_key(tenant, event_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(key, mapping={"state": "rejected", "expected": 0, "reason": reason})
+        pipe.expire(key, TURN_TTL_SECONDS)
+        pipe.xadd(
+            AUDIT_STREAM,
+            {"tenant": tenant, "event_id": event_id, "kind": "rejected", "subject": "", "reason": reason},
+            maxlen=AUDIT_MAXLEN,
+            approximate=True,
+        )
+        pipe.hincrby(STATS_KEY, "events.rejected", 1)
+        pipe.execute()
+
+    def mark_synced(self, jobs: Iterable[SyncJob]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for job in jobs:
+            key = _turn_key(job.tenant, job.event_id) + ":synced"
+            pipe.sadd(key, job.agent.key)
+            pipe.expire(key, TURN_TTL_SECONDS)
+        pipe.execute()
+
+    def count(self, counts: Mapping[str, int]) -> None:
+        if not counts:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for name, value in counts.items():
+            pipe.hincrby(STATS_KEY, name, value)
+        pipe.execute()
+
+    def statuses(self, turns: Sequence[tuple[str, str]]) -> list[TurnStatus]:
+        """Status of each (tenant, event_id), in the order asked."""
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, event_id in turns:
+            pipe.hgetall(_turn_key(tenant, event_id))
+            pipe.scard(_turn_key(tenant, event_id) + ":synced")
+        replies = pipe.execute()
+        result: list[TurnStatus] = []
+        for index, (tenant, event_id) in enumerate(turns):
+            raw: dict[bytes, bytes] = replies[2 * index]
+            fields = {k.decode(): v.decode() for k, v in raw.items()}
+            result.append(
+                TurnStatus(
+                    tenant=tenant,
+                    event_id=event_id,
+                    state=fields.get("state", "pending"),
+                    expected=int(fields.get("expected", 0)),
+                    synced=int(replies[2 * index + 1]),
+                    reason=fields.get("reason"),
+                )
+            )
+        return result
+
+    def stats(self) -> dict[str, int]:
+        raw: dict[bytes, bytes] = self.client.hgetall(STATS_KEY)
+        return {k.decode(): int(v) for k, v in sorted(raw.items())}
+
+    def audit(self, limit: int = 1000) -> list[dict[str, str]]:
+        """The newest audit entries, oldest first."""
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = self.client.xrevrange(
+            AUDIT_STREAM, count=limit
+        )
+        return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in reversed(entries)]
+
+    @staticmethod
+    def _audit(pipe: Any, account: TurnAccount, kind: str, subject: str, reason: str) -> None:
+        pipe.xadd(
+            AUDIT_STREAM,
+            {
+                "tenant": account.tenant,
+                "event_id": account.event_id,
+                "kind": kind,
+                "subject": subject,
+                "reason": reason,
+            },
+            maxlen=AUDIT_MAXLEN,
+            approximate=True,
+        )
+

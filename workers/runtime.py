@@ -1,0 +1,109 @@
+"""Per-process resources (settings, Neo4j driver, Redis client, caches), created lazily after fork."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import redis
+
+from pipeline.graph.reader import lookup_participants
+from pipeline.graph.store import GraphStore
+from pipeline.trust import ChannelTrustPolicy, TrustPolicy
+from schemas.records import KnownParticipant
+from workers.ledger import Ledger
+from workers.settings import Settings
+
+_lock = threading.Lock()
+_settings: Settings | None = None
+_graph: GraphStore | None = None
+_graph_pid: int | None = None
+_ledger: Ledger | None = None
+_ledger_pid: int | None = None
+_names: dict[str, tuple[float, KnownParticipant]] = {}
+
+
+def configure(settings: Settings) -> None:
+    """Install the settings an entry point built; resources are rebuilt from them on next use."""
+    global _settings
+    with _lock:
+        _settings = settings
+    reset()
+
+
+def settings() -> Settings:
+    global _settings
+    with _lock:
+        if _settings is None:
+            _settings = Settings()
+        return _settings
+
+
+def graph() -> GraphStore:
+    """This process's Neo4j driver; a forked child never reuses its parent's sockets."""
+    global _graph, _graph_pid
+    s = settings()
+    with _lock:
+        if _graph is None or _graph_pid != os.getpid():
+            _graph = GraphStore.connect(
+                s.neo4j_uri,
+                s.neo4j_user,
+                s.neo4j_password_value,
+                s.neo4j_database,
+                max_transaction_retry_time=s.neo4j_retry_seconds,
+            )
+            _graph_pid = os.getpid()
+        return _graph
+
+
+def ledger() -> Ledger:
+    global _ledger, _ledger_pid
+    s = settings()
+    with _lock:
+        if _ledger is None or _ledger_pid != os.getpid():
+            client = redis.Redis.from_url(
+                s.broker_url,
+                socket_timeout=s.broker_timeout,
+                socket_connect_timeout=s.broker_timeout,
+            )
+            _ledger = Ledger(client)
+            _ledger_pid = os.getpid()
+        return _ledger
+
+
+def trust_policy() -> TrustPolicy:
+    return ChannelTrustPolicy(settings().trust_mode)
+
+
+def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
+    """Names for participants sent by id alone: from a short-lived cache, else from the graph."""
+    ttl = settings().names_cache_seconds
+    now = time.monotonic()
+    found = {k: v for k, (at, v) in _names.items() if k in keys and now - at < ttl}
+    missing = keys - found.keys()
+    if missing:
+        fetched = lookup_participants(graph(), missing)
+        for key, known in fetched.items():
+            _names[key] = (now, known)
+        found.update(fetched)
+    return found
+
+
+def reset() -> None:
+    """Forget inherited resources without closing them: after fork they belong to the parent."""
+    global _graph, _graph_pid, _ledger, _ledger_pid
+    with _lock:
+        _graph, _graph_pid = None, None
+        _ledger, _ledger_pid = None, None
+        _names.clear()
+
+
+def close() -> None:
+    """Close this process's driver cleanly (worker shutdown)."""
+    global _graph, _graph_pid
+    with _lock:
+        graph_, pid = _graph, _graph_pid
+        _graph, _graph_pid = None, None
+    if graph_ is not None and pid == os.getpid():
+        graph_.close()

@@ -1,0 +1,237 @@
+"""Local Redis and Neo4j on loopback: installed from Debian and Maven Central, started as processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import ConfigurationError
+from workers.settings import INGEST_QUEUE, SYNC_QUEUE
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+NEO4J_DIR = PROJECT_ROOT / "deploy" / "neo4j"
+NEO4J_READY = "memsync-neo4j ready"
+JAVA_OPENS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _require_loopback(host: str) -> None:
+    if host not in {"127.0.0.1", "localhost", "::1"}:
+        raise ConfigurationError(f"local services bind to loopback only, not {host!r}")
+
+
+# -- installation ---------------------------------------------------------------------------------
+
+
+def ensure_redis() -> str:
+    """Path of redis-server, installing Debian's package when it is missing and we are root."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ConfigurationError("redis-server is missing; install it (apt-get install redis-server)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "redis-server"],
+        check=True,
+        env=env,
+    )
+    found = shutil.which("redis-server")
+    if not found:
+        raise ConfigurationError("redis-server still missing after apt-get install")
+    # Debian's package may start a system instance on 6379; ours are separate processes.
+    return found
+
+
+def neo4j_version() -> str:
+    pom = (NEO4J_DIR / "pom.xml").read_text()
+    start = pom.index("<neo4j.version>") + len("<neo4j.version>")
+    return pom[start : pom.index("</neo4j.version>")]
+
+
+def ensure_neo4j(state_dir: Path) -> str:
+    """Classpath of the embedded Neo4j launcher: jars copied by Maven, launcher compiled once."""
+    if not (NEO4J_DIR / "pom.xml").is_file():
+        raise ConfigurationError(f"{NEO4J_DIR} not found: local Neo4j needs a memsync checkout")
+    home = state_dir / "neo4j" / neo4j_version()
+    lib, classes = home / "lib", home / "classes"
+    marker = lib / ".complete"
+    if not marker.exists():
+        lib.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                "mvn", "-B", "-q", "-f", str(NEO4J_DIR / "pom.xml"),
+                "dependency:copy-dependencies", f"-DoutputDirectory={lib}", "-DincludeScope=runtime",
+            ],
+            check=True,
+        )  # fmt: skip
+        marker.touch()
+    source = NEO4J_DIR / "Launcher.java"
+    compiled = classes / "Launcher.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "-d", str(classes), "-cp", f"{lib}/*", str(source)],
+            check=True,
+        )
+    return f"{classes}{os.pathsep}{lib}/*"
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    """A started local service: its process, address and log file."""
+
+    name: str
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def start_redis(
+    host: str, port: int, data_dir: Path, *, aof: bool = False, detach: bool = False
+) -> Service:
+    """Start redis-server on loopback and wait until it answers."""
+    _require_loopback(host)
+    binary = ensure_redis()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir / "redis.log"
+    args = [
+        binary, "--bind", host, "--port", str(port), "--dir", str(data_dir),
+        "--protected-mode", "yes", "--daemonize", "no", "--save", "",
+        "--appendonly", "yes" if aof else "no", "--appendfsync", "everysec",
+        "--logfile", str(log_path),
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=detach,
+    )
+    service = Service("redis", host, port, process, log_path)
+    _wait(service, lambda: port_open(host, port), timeout=20)
+    return service
+
+
+def start_neo4j(
+    host: str,
+    port: int,
+    data_dir: Path,
+    state_dir: Path,
+    *,
+    heap_mb: int = 1024,
+    page_cache_mb: int = 384,
+    detach: bool = False,
+) -> Service:
+    """Start the embedded Neo4j launcher with Bolt on loopback and wait for its ready line."""
+    _require_loopback(host)
+    classpath = ensure_neo4j(state_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir / "launcher.log"
+    args = [
+        "java", f"-Xms{min(heap_mb, 512)}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", *JAVA_OPENS,
+        "-cp", classpath, "Launcher",
+        "--data", str(data_dir / "db"), "--host", host, "--port", str(port),
+        "--page-cache-mb", str(page_cache_mb),
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=detach
+        )
+    service = Service("neo4j", host, port, process, log_path)
+    _wait(service, lambda: NEO4J_READY in service.log_tail(200), timeout=180)
+    return service
+
+
+def _wait(service: Service, ready: object, timeout: float) -> None:
+    assert callable(ready)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if service.process.poll() is not None:
+            raise ConfigurationError(
+                f"{service.name} exited with {service.process.returncode} while starting:\n"
+                f"{service.log_tail()}"
+            )
+        time.sleep(0.2)
+    service.kill()
+    raise ConfigurationError(f"{service.name} not ready after {timeout:.0f}s:\n{service.log_tail()}")
+
+
+def start_worker(
+    env: dict[str, str],
+    log_path: Path,
+    *,
+    concurrency: int = 2,
+    name: str = "memsync",
+    detach: bool = False,
+) -> Service:
+    """Start a real `celery worker` process on both memsync queues and wait until it is ready."""
+    args = [
+        sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+        "-Q", f"{INGEST_QUEUE},{SYNC_QUEUE}", "-c", str(concurrency), "-n", f"{name}@%h",
+        "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=PROJECT_ROOT,
+            start_new_session=detach,
+        )
+    service = Service("worker", "", 0, process, log_path)
+    _wait(service, lambda: " ready." in service.log_tail(400), timeout=120)
+    return service

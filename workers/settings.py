@@ -1,0 +1,71 @@
+"""The one settings object, read from MEMSYNC_* variables when an entry point builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from platformdirs import user_data_dir
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+INGEST_QUEUE = "memsync.ingest"
+SYNC_QUEUE = "memsync.sync"
+
+
+def _default_state_dir() -> Path:
+    # In a checkout, local services live beside the code (git-ignored); otherwise in the user's data dir.
+    root = Path(__file__).resolve().parents[1]
+    if (root / "deploy" / "neo4j" / "pom.xml").is_file():
+        return root / ".memsync"
+    return Path(user_data_dir("memsync"))
+
+
+def _default_spool_dir() -> Path:
+    return Path(user_data_dir("memsync")) / "spool"
+
+
+class Settings(BaseSettings):
+    """Everything memsync can be told, with defaults for a single machine."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMSYNC_", extra="ignore")
+
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str = "neo4j"
+    trust_mode: Literal["strict", "open"] = "strict"
+    spool_dir: Path = Field(default_factory=_default_spool_dir)
+    state_dir: Path = Field(default_factory=_default_state_dir)
+
+    # Producer: a bounded buffer and short socket timeouts so emit() never waits on the network.
+    producer_buffer: int = Field(default=10_000, ge=1)
+    producer_batch: int = Field(default=50, ge=1, le=1000)
+    broker_timeout: float = Field(default=5.0, gt=0)
+
+    # Workers.
+    worker_concurrency: int = Field(default=2, ge=1)
+    task_time_limit: int = Field(default=300, ge=10)
+    visibility_timeout: int = Field(default=3600, ge=60)
+    sync_max_retries: int = Field(default=8, ge=0)
+    retry_backoff_max: int = Field(default=600, ge=1)
+    names_cache_seconds: float = Field(default=300.0, ge=0)
+    neo4j_retry_seconds: float = Field(default=30.0, ge=0)
+
+    # Local services (`memsync services`, the demo, the tests).
+    neo4j_heap_mb: int = Field(default=1024, ge=256)
+    neo4j_page_cache_mb: int = Field(default=384, ge=64)
+
+    @property
+    def neo4j_password_value(self) -> str | None:
+        return self.neo4j_password.get_secret_value() if self.neo4j_password else None
+
+    def broker_address(self) -> tuple[str, int]:
+        parts = urlsplit(self.broker_url)
+        return parts.hostname or "127.0.0.1", parts.port or 6379
+
+    def neo4j_address(self) -> tuple[str, int]:
+        parts = urlsplit(self.neo4j_uri)
+        return parts.hostname or "127.0.0.1", parts.port or 7687
