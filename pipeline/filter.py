@@ -1,4 +1,4 @@
-"""Stage 1: keep the messages that carry meaning; tool traffic and system text never reach memory."""
+"""Stage 1: keep the messages that carry meaning; tool traffic and system text never do."""
 
 from __future__ import annotations
 

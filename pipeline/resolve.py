@@ -83,7 +83,9 @@ def speaker_for(
         display_name, handle = ANONYMOUS_NAME, participant.id
     else:
         known = directory.get(key)
-        provisional = known is None and (participant.display_name is None or participant.handle is None)
+        provisional = known is None and (
+            participant.display_name is None or participant.handle is None
+        )
         display_name = (
             participant.display_name
             or (known.display_name if known else None)

@@ -20,7 +20,9 @@ def validate_event(raw: Mapping[str, Any] | str | bytes | TurnEvent) -> TurnEven
         return raw
     if isinstance(raw, str | bytes):
         if len(raw) > MAX_EVENT_BYTES:
-            raise InvalidEvent("<event>", f"event is {len(raw)} bytes; the limit is {MAX_EVENT_BYTES}")
+            raise InvalidEvent(
+                "<event>", f"event is {len(raw)} bytes; the limit is {MAX_EVENT_BYTES}"
+            )
         try:
             raw = json.loads(raw)
         except ValueError as exc:
@@ -44,7 +46,7 @@ def validate_event(raw: Mapping[str, Any] | str | bytes | TurnEvent) -> TurnEven
 def validate_events(
     raws: Sequence[Any],
 ) -> tuple[list[TurnEvent], list[InvalidEvent]]:
-    """Parse a batch; good events go on, each bad one becomes an InvalidEvent (nothing is dropped)."""
+    """Parse a batch: good events go on, each bad one becomes an InvalidEvent, none vanish."""
     if not isinstance(raws, list | tuple):
         raise PoisonPayload(f"expected a list of events, got {type(raws).__name__}")
     events: list[TurnEvent] = []

@@ -10,6 +10,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     StringConstraints,
     field_validator,
     model_validator,
@@ -144,7 +145,7 @@ class Message(_Model):
 class TurnEvent(_Model):
     """One conversation turn: who is in the channel and what was said."""
 
-    schema_version: int
+    schema_version: StrictInt
     event_id: Identifier
     tenant: Tenant = "default"
     channel: Channel
@@ -156,7 +157,9 @@ class TurnEvent(_Model):
     @classmethod
     def _known_version(cls, value: int) -> int:
         if value != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {value}; this build reads {SCHEMA_VERSION}")
+            raise ValueError(
+                f"unsupported schema_version {value}; this build reads {SCHEMA_VERSION}"
+            )
         return value
 
     @field_validator("occurred_at")
@@ -169,7 +172,9 @@ class TurnEvent(_Model):
         seen: set[str] = set()
         for index, participant in enumerate(self.participants):
             if participant.id in seen:
-                raise ValueError(f"participants.{index}.id: duplicate participant {participant.id!r}")
+                raise ValueError(
+                    f"participants.{index}.id: duplicate participant {participant.id!r}"
+                )
             seen.add(participant.id)
         message_ids: set[str] = set()
         for index, message in enumerate(self.messages):

@@ -5,18 +5,18 @@ from __future__ import annotations
 from urllib.parse import quote
 
 
-def _key(*parts: str) -> str:
-    # Escaping ':' inside parts keeps keys unambiguous whatever ids a platform uses.
+def compose_key(*parts: str) -> str:
+    """Join parts with ':'; escaping ':' inside parts keeps keys unambiguous whatever the ids."""
     return ":".join(quote(part, safe="@-_.~/") for part in parts)
 
 
 def participant_key(tenant: str, participant_id: str) -> str:
-    return _key(tenant, participant_id)
+    return compose_key(tenant, participant_id)
 
 
 def channel_key(tenant: str, channel_id: str) -> str:
-    return _key(tenant, "channel", channel_id)
+    return compose_key(tenant, "channel", channel_id)
 
 
 def episode_key(tenant: str, channel_id: str, message_id: str) -> str:
-    return _key(tenant, "episode", channel_id, message_id)
+    return compose_key(tenant, "episode", channel_id, message_id)

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from schemas.event import Channel, ChannelKind, Message, ParticipantKind, Role, TurnEvent
+from schemas.keys import compose_key
 
 DropReason = Literal[
     "tool_message", "tool_call_only", "system_message", "empty_text", "injected_context"
@@ -130,4 +131,4 @@ class SyncJob(_Record):
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.tenant}/{self.event_id}/{self.agent.id}/sync"
+        return compose_key(self.tenant, self.event_id, self.agent.id, "sync")

@@ -180,7 +180,9 @@ def first_speaker(utterance: FriendsUtterance) -> str:
     return utterance["speakers"][0]
 
 
-def friends_raw_event(scene: FriendsScene, position: int = 0, *, observer: bool = False) -> RawEvent:
+def friends_raw_event(
+    scene: FriendsScene, position: int = 0, *, observer: bool = False
+) -> RawEvent:
     """One scene as a group-chat turn: each distinct (first) speaker is a named human.
 
     Participant ids and handles are slugs of the speaker name, so the same name is the same

@@ -21,7 +21,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "retry_on_timeout": True,
         "health_check_interval": 25,
     }
-    return {
+    config: dict[str, Any] = {
         "broker_url": settings.broker_url,
         "broker_transport_options": transport,
         "broker_connection_timeout": timeout,
@@ -52,3 +52,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_create_missing_queues": False,
         "worker_concurrency": settings.worker_concurrency,
     }
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        config["broker_transport"] = "workers.transport:Transport"
+    return config

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import localstack, runtime
-from workers.ledger import TurnStatus
 from workers.progress import ProgressBar
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 
@@ -121,9 +119,11 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
     print(f"emitted {len(events)} event(s)")
     if not args.wait:
         return 0
-    statuses = wait_for_turns(
-        [(e.tenant, e.event_id) for e in events], timeout=args.timeout, show=True
+    bar = ProgressBar(total=len(events), label="syncing")
+    statuses = runtime.ledger().wait(
+        [(e.tenant, e.event_id) for e in events], timeout=args.timeout, on_progress=bar.update
     )
+    bar.close()
     rejected = [s for s in statuses if s.state == "rejected"]
     unfinished = [s for s in statuses if not s.finished]
     synced = sum(s.synced for s in statuses)
@@ -134,23 +134,6 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
         print(f"memsync: {len(unfinished)} event(s) not finished in time", file=sys.stderr)
         return 1
     return 1 if rejected else 0
-
-
-def wait_for_turns(
-    turns: list[tuple[str, str]], *, timeout: float, show: bool = False
-) -> list[TurnStatus]:
-    """Poll the ledger until every turn is synced for every trusted agent, or rejected."""
-    ledger = runtime.ledger()
-    deadline = time.monotonic() + timeout
-    bar = ProgressBar(total=len(turns), label="syncing", enabled=show)
-    while True:
-        statuses = ledger.statuses(turns)
-        finished = sum(1 for s in statuses if s.finished)
-        bar.update(finished)
-        if finished == len(turns) or time.monotonic() > deadline:
-            bar.close()
-            return statuses
-        time.sleep(0.2)
 
 
 def _graph_init(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -34,7 +35,9 @@ class TurnStatus:
 
     @property
     def finished(self) -> bool:
-        return self.state == "rejected" or (self.state == "accepted" and self.synced >= self.expected)
+        return self.state == "rejected" or (
+            self.state == "accepted" and self.synced >= self.expected
+        )
 
 
 class Ledger:
@@ -65,7 +68,13 @@ class Ledger:
         pipe.expire(key, TURN_TTL_SECONDS)
         pipe.xadd(
             AUDIT_STREAM,
-            {"tenant": tenant, "event_id": event_id, "kind": "rejected", "subject": "", "reason": reason},
+            {
+                "tenant": tenant,
+                "event_id": event_id,
+                "kind": "rejected",
+                "subject": "",
+                "reason": reason,
+            },
             maxlen=AUDIT_MAXLEN,
             approximate=True,
         )
@@ -111,16 +120,37 @@ class Ledger:
             )
         return result
 
+    def wait(
+        self,
+        turns: Sequence[tuple[str, str]],
+        *,
+        timeout: float,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[TurnStatus]:
+        """Poll until every turn is synced for every trusted agent (or rejected), or timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = self.statuses(turns)
+            finished = sum(1 for s in statuses if s.finished)
+            if on_progress is not None:
+                on_progress(finished)
+            if finished == len(turns) or time.monotonic() > deadline:
+                return statuses
+            time.sleep(0.2)
+
     def stats(self) -> dict[str, int]:
-        raw: dict[bytes, bytes] = self.client.hgetall(STATS_KEY)
+        raw = cast(dict[bytes, bytes], self.client.hgetall(STATS_KEY))
         return {k.decode(): int(v) for k, v in sorted(raw.items())}
 
     def audit(self, limit: int = 1000) -> list[dict[str, str]]:
         """The newest audit entries, oldest first."""
-        entries: list[tuple[bytes, dict[bytes, bytes]]] = self.client.xrevrange(
-            AUDIT_STREAM, count=limit
+        entries = cast(
+            list[tuple[bytes, dict[bytes, bytes]]],
+            self.client.xrevrange(AUDIT_STREAM, count=limit),
         )
-        return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in reversed(entries)]
+        return [
+            {k.decode(): v.decode() for k, v in fields.items()} for _, fields in reversed(entries)
+        ]
 
     @staticmethod
     def _audit(pipe: Any, account: TurnAccount, kind: str, subject: str, reason: str) -> None:
@@ -136,4 +166,3 @@ class Ledger:
             maxlen=AUDIT_MAXLEN,
             approximate=True,
         )
-

@@ -1,4 +1,4 @@
-"""The platform side: `emit_turn(event)` validates, buffers and returns without touching the network."""
+"""The platform side: `emit_turn(event)` validates, buffers and returns without network I/O."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-process resources (settings, Neo4j driver, Redis client, caches), created lazily after fork."""
+"""Per-process resources (settings, Neo4j driver, Redis client, caches), made after fork."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ def configure(settings: Settings) -> None:
     """Install the settings an entry point built; resources are rebuilt from them on next use."""
     global _settings
     with _lock:
+        if _settings == settings:
+            return
         _settings = settings
+    close()
     reset()
 
 

@@ -1,4 +1,4 @@
-"""Local Redis and Neo4j on loopback: installed from Debian and Maven Central, started as processes."""
+"""Local Redis and Neo4j on loopback, installed from Debian and Maven Central."""
 
 from __future__ import annotations
 
@@ -53,7 +53,9 @@ def ensure_redis() -> str:
     if found:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ConfigurationError("redis-server is missing; install it (apt-get install redis-server)")
+        raise ConfigurationError(
+            "redis-server is missing; install it (apt-get install redis-server)"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(
@@ -86,7 +88,8 @@ def ensure_neo4j(state_dir: Path) -> str:
         subprocess.run(
             [
                 "mvn", "-B", "-q", "-f", str(NEO4J_DIR / "pom.xml"),
-                "dependency:copy-dependencies", f"-DoutputDirectory={lib}", "-DincludeScope=runtime",
+                "dependency:copy-dependencies", f"-DoutputDirectory={lib}",
+                "-DincludeScope=runtime",
             ],
             check=True,
         )  # fmt: skip
@@ -205,7 +208,9 @@ def _wait(service: Service, ready: object, timeout: float) -> None:
             )
         time.sleep(0.2)
     service.kill()
-    raise ConfigurationError(f"{service.name} not ready after {timeout:.0f}s:\n{service.log_tail()}")
+    raise ConfigurationError(
+        f"{service.name} not ready after {timeout:.0f}s:\n{service.log_tail()}"
+    )
 
 
 def start_worker(

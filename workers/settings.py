@@ -15,7 +15,7 @@ SYNC_QUEUE = "memsync.sync"
 
 
 def _default_state_dir() -> Path:
-    # In a checkout, local services live beside the code (git-ignored); otherwise in the user's data dir.
+    # In a checkout, local services live beside the code (git-ignored); else in the data dir.
     root = Path(__file__).resolve().parents[1]
     if (root / "deploy" / "neo4j" / "pom.xml").is_file():
         return root / ".memsync"

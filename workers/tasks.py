@@ -61,7 +61,5 @@ def sync(self: Task[Any, Any], jobs: Any) -> dict[str, int]:
         raise PoisonPayload(f"invalid sync job: {exc.errors(include_url=False)[0]}") from None
     batch = write_sync_jobs(runtime.graph(), parsed)
     runtime.ledger().mark_synced(parsed)
-    runtime.ledger().count(
-        {"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)}
-    )
+    runtime.ledger().count({"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)})
     return {"jobs": len(parsed), "observed": len(batch.observed)}

@@ -19,8 +19,7 @@ from pipeline.graph.model import (
 # -- schema -------------------------------------------------------------------------------------
 
 CONSTRAINTS: Final = tuple(
-    f"CREATE CONSTRAINT {label.lower()}_key IF NOT EXISTS "
-    f"FOR (n:{label}) REQUIRE n.key IS UNIQUE"
+    f"CREATE CONSTRAINT {label.lower()}_key IF NOT EXISTS FOR (n:{label}) REQUIRE n.key IS UNIQUE"
     for label in KEYED_LABELS
 )
 
@@ -109,12 +108,30 @@ RETURN a.key AS key, a.id AS id, a.label AS label, count(o) AS observed
 ORDER BY a.id
 """
 
-GRAPH_COUNTS: Final = f"""
-CALL () {{ MATCH (n:{PARTICIPANT}) RETURN count(n) AS participants }}
-CALL () {{ MATCH (n:{AGENT}) RETURN count(n) AS agents }}
-CALL () {{ MATCH (n:{CHANNEL}) RETURN count(n) AS channels }}
-CALL () {{ MATCH (n:{EPISODE}) RETURN count(n) AS episodes }}
-CALL () {{ MATCH ()-[r:{SAID}]->() RETURN count(r) AS said }}
-CALL () {{ MATCH ()-[r:{OBSERVED}]->() RETURN count(r) AS observed }}
-RETURN participants, agents, channels, episodes, said, observed
+TENANT_COUNTS: Final = f"""
+CALL () {{ MATCH (n:{PARTICIPANT} {{tenant: $tenant}}) RETURN count(n) AS participants }}
+CALL () {{ MATCH (n:{AGENT} {{tenant: $tenant}}) RETURN count(n) AS agents }}
+CALL () {{ MATCH (n:{CHANNEL} {{tenant: $tenant}}) RETURN count(n) AS channels }}
+CALL () {{ MATCH (n:{EPISODE} {{tenant: $tenant}}) RETURN count(n) AS episodes }}
+CALL () {{
+  MATCH (:{PARTICIPANT} {{tenant: $tenant}})-[r:{SAID}]->() RETURN count(r) AS said
+}}
+CALL () {{
+  MATCH (:{EPISODE} {{tenant: $tenant}})-[r:{IN}]->() RETURN count(r) AS in_channel
+}}
+CALL () {{
+  MATCH (:{AGENT} {{tenant: $tenant}})-[r:{OBSERVED}]->() RETURN count(r) AS observed
+}}
+RETURN participants, agents, channels, episodes, said, in_channel, observed
+"""
+
+TENANT_EPISODES: Final = f"""
+MATCH (e:{EPISODE} {{tenant: $tenant}})
+OPTIONAL MATCH (s:{PARTICIPANT})-[:{SAID}]->(e)
+OPTIONAL MATCH (e)-[:{IN}]->(c:{CHANNEL})
+OPTIONAL MATCH (a:{AGENT})-[:{OBSERVED}]->(e)
+RETURN e.key AS key, e.id AS id, e.role AS role, e.content AS content,
+       e.speaker_label AS speaker_label, collect(DISTINCT s.id) AS speakers,
+       collect(DISTINCT c.id) AS channels, collect(DISTINCT a.id) AS observers
+ORDER BY key
 """

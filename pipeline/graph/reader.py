@@ -78,11 +78,37 @@ def list_agents(graph: GraphStore, tenant: str) -> list[AgentSummary]:
     return [AgentSummary.model_validate(dict(r)) for r in records]
 
 
-def graph_counts(graph: GraphStore) -> dict[str, int]:
-    """Node and relationship counts, for operators and tests."""
+class EpisodeView(BaseModel):
+    """One episode with who said it, where, and which agents remember it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    role: str
+    content: str
+    speaker_label: str
+    speakers: list[str]
+    channels: list[str]
+    observers: list[str]
+
+
+def tenant_counts(graph: GraphStore, tenant: str) -> dict[str, int]:
+    """Node and relationship counts for one tenant, for operators and tests."""
     with graph.session(write=False) as session:
-        record = session.run(cypher.GRAPH_COUNTS).single(strict=True)
+        record = session.run(cypher.TENANT_COUNTS, tenant=tenant).single(strict=True)
     return {k: int(v) for k, v in dict(record).items()}
+
+
+def tenant_episodes(graph: GraphStore, tenant: str) -> list[EpisodeView]:
+    """Every episode of a tenant with its speakers, channels and observers (ids, sorted)."""
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.TENANT_EPISODES, tenant=tenant))
+    return [
+        EpisodeView.model_validate(
+            {**dict(r), **{k: sorted(r[k]) for k in ("speakers", "channels", "observers")}}
+        )
+        for r in records
+    ]
 
 
 def _native(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`memsync graph init`: uniqueness constraints and indexes, idempotent; and the check workers run."""
+"""`memsync graph init`: constraints and indexes (idempotent), and the check workers run."""
 
 from __future__ import annotations
 

@@ -1,0 +1,239 @@
+"""The stages on real public conversations (../shared/data): tau-bench tool traffic, FriendsQA."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Mapping
+
+import pytest
+
+from pipeline.fanout import fan_out
+from pipeline.filter import filter_turns
+from pipeline.graph.writer import plan_batch
+from pipeline.ingest import ingest_turns
+from pipeline.resolve import names_needed, resolve_speakers
+from pipeline.trust import ChannelTrustPolicy, check_trust
+from pipeline.validate import validate_events
+from schemas.event import TurnEvent
+from schemas.keys import participant_key
+from tests.datasets import (
+    FRIENDS_OBSERVER_ID,
+    TAU_AGENT_ID,
+    FriendsScene,
+    first_speaker,
+    friends_events,
+    friends_participant_id,
+    friends_raw_event,
+    friends_scenes,
+    slug,
+    tau_events,
+    tau_message_id,
+    tau_raw_events,
+    tau_trajectories,
+)
+
+
+def has_text(raw: Mapping[str, object]) -> bool:
+    content = raw.get("content")
+    return isinstance(content, str) and content.strip() != ""
+
+
+def expected_tau_kept() -> set[str]:
+    """Ids of the messages that must survive the filter, read straight from the raw JSON."""
+    return {
+        tau_message_id(t["task_id"], t["trial"], index)
+        for t in tau_trajectories()
+        for index, raw in enumerate(t["traj"])
+        if raw["role"] in ("user", "assistant") and has_text(raw)
+    }
+
+
+def raw_tau_tally() -> Counter[str]:
+    tally: Counter[str] = Counter()
+    for trajectory in tau_trajectories():
+        for raw in trajectory["traj"]:
+            tally["messages"] += 1
+            tally[f"role.{raw['role']}"] += 1
+            if raw["role"] == "assistant" and not has_text(raw) and raw.get("tool_calls"):
+                tally["assistant.tool_call_only"] += 1
+            if raw["role"] == "assistant" and has_text(raw) and raw.get("tool_calls"):
+                tally["assistant.text_and_tool_calls"] += 1
+            speech = raw["role"] in ("user", "assistant")
+            if speech and not has_text(raw) and not raw.get("tool_calls"):
+                tally["empty_text"] += 1
+    return tally
+
+
+def test_tau_bench_totals_match_the_readme() -> None:
+    tally = raw_tau_tally()
+    assert len(tau_trajectories()) == 200
+    assert tally["messages"] == 5308
+    assert tally["role.tool"] == 1164
+    events = tau_events()
+    assert sum(len(e.messages) for e in events) == 5308
+    assert sum(m.role == "tool" for e in events for m in e.messages) == 1164
+
+
+def test_tau_bench_events_all_validate() -> None:
+    events, errors = validate_events(tau_raw_events())
+    assert errors == []
+    assert len(events) == 200
+    assert all(
+        e.channel.kind == "dm" and [a.id for a in e.agents] == [TAU_AGENT_ID] for e in events
+    )
+
+
+def test_tau_bench_filter_drops_exactly_the_tool_traffic() -> None:
+    tally = raw_tau_tally()
+    turns = filter_turns(tau_events())
+    kept = {m.id for t in turns for m in t.kept}
+    assert kept == expected_tau_kept()
+    reasons = Counter(d.reason for t in turns for d in t.dropped)
+    assert reasons == Counter(
+        {
+            "tool_message": tally["role.tool"],
+            "tool_call_only": tally["assistant.tool_call_only"],
+            "system_message": tally["role.system"],
+        }
+    )
+    assert tally["empty_text"] == 0
+    # Pinned from the data as copied: 1,490 user + 1,380 assistant messages with text.
+    assert len(kept) == 2870
+    assert tally["assistant.tool_call_only"] == 1074
+    # Assistant messages with both text and tool calls are speech: kept.
+    assert tally["assistant.text_and_tool_calls"] == 90
+    both = {
+        m.id for t in turns for m in t.kept if m.tool_calls and m.role == "ai" and m.content.strip()
+    }
+    assert len(both) == 90
+    assert all(m.role in ("human", "ai") for t in turns for m in t.kept)
+
+
+def test_tau_bench_ingest_gives_one_job_per_conversation() -> None:
+    outcome = ingest_turns(tau_events(), {}, ChannelTrustPolicy())
+    counts = outcome.counts()
+    assert counts["events"] == 200
+    assert counts["messages.kept"] == len(expected_tau_kept())
+    assert counts["trust.trusted"] == 200
+    assert counts["sync_jobs"] == 200
+    tool_contents = {
+        raw.get("content")
+        for t in tau_trajectories()
+        for raw in t["traj"]
+        if raw["role"] == "tool" and raw.get("content")
+    }
+    assert all(m.content not in tool_contents for job in outcome.jobs for m in job.messages)
+    customer = next(p for p in outcome.jobs[0].participants if p.kind == "human")
+    assert customer.label == f"Customer 0 (@customer-0-{tau_trajectories()[0]['trial']})"
+
+
+def test_friendsqa_shape() -> None:
+    scenes = friends_scenes()
+    assert len(scenes) == 136
+    assert sum(len(s["utterances"]) for s in scenes) == 2847
+    chorus = [u for s in scenes for u in s["utterances"] if len(u["speakers"]) > 1]
+    assert len(chorus) == 10  # so first-speaker attribution is exercised below
+
+
+def test_friendsqa_every_utterance_resolves_to_its_own_speaker() -> None:
+    events = friends_events()
+    turns = resolve_speakers(filter_turns(events), {})
+    assert names_needed(events) == set()
+    checked = 0
+    for scene, turn in zip(friends_scenes(), turns, strict=True):
+        utterances = [u for u in scene["utterances"] if u["utterance"].strip()]
+        assert len(turn.messages) == len(utterances)
+        for message, utterance in zip(turn.messages, utterances, strict=True):
+            name = first_speaker(utterance)
+            assert message.id.endswith(f"-u{utterance['uid']}")
+            assert message.speaker_label == f"{name} (@{slug(name)})"
+            assert message.speaker_key == participant_key("friends", friends_participant_id(name))
+            assert message.content == utterance["utterance"]
+            checked += 1
+        speakers = {first_speaker(u) for u in scene["utterances"]}
+        assert {p.display_name for p in turn.participants} == speakers
+    assert checked == 2847
+
+
+def test_friendsqa_same_name_is_the_same_participant_across_scenes() -> None:
+    turns = resolve_speakers(filter_turns(friends_events()), {})
+    keys_by_name: dict[str, set[str]] = {}
+    for turn in turns:
+        for p in turn.participants:
+            keys_by_name.setdefault(p.display_name, set()).add(p.key)
+    assert all(len(keys) == 1 for keys in keys_by_name.values())
+    assert len(keys_by_name["Ross Geller"]) == 1
+
+
+def scene_with(name: str) -> FriendsScene:
+    return next(
+        s for s in friends_scenes() if any(first_speaker(u) == name for u in s["utterances"])
+    )
+
+
+@pytest.mark.parametrize("handle", ["ross-g", "ross-geller"])
+def test_friendsqa_two_people_sharing_a_name_stay_distinct(handle: str) -> None:
+    scene = scene_with("Ross Geller")
+    raw = copy.deepcopy(friends_raw_event(scene))
+    other = {
+        "id": "u-ross-geller-2",
+        "kind": "human",
+        "display_name": "Ross Geller",
+        "handle": handle,
+    }
+    raw["participants"].append(other)
+    raw["messages"].insert(
+        1,
+        {
+            "id": "impostor-1",
+            "role": "human",
+            "sender_id": "u-ross-geller-2",
+            "content": "I am a different Ross.",
+            "created_at": raw["messages"][0]["created_at"],
+        },
+    )
+    [turn] = resolve_speakers(filter_turns([TurnEvent.model_validate(raw)]), {})
+    rosses = [p for p in turn.participants if p.display_name == "Ross Geller"]
+    assert len(rosses) == 2
+    original = participant_key("friends", friends_participant_id("Ross Geller"))
+    impostor = participant_key("friends", "u-ross-geller-2")
+    assert {p.key for p in rosses} == {original, impostor}
+    by_key = {k: [m.id for m in turn.messages if m.speaker_key == k] for k in (original, impostor)}
+    assert by_key[impostor] == ["impostor-1"]
+    ross_lines = [
+        f"{scene['title']}-u{u['uid']}"
+        for u in scene["utterances"]
+        if first_speaker(u) == "Ross Geller" and u["utterance"].strip()
+    ]
+    assert by_key[original] == ross_lines
+    assert len(ross_lines) >= 1
+    assert next(m for m in turn.messages if m.id == "impostor-1").speaker_label == (
+        f"Ross Geller (@{handle})"
+    )
+    # Both reach the graph as separate participants.
+    trusted = check_trust([turn], ChannelTrustPolicy())
+    assert trusted[0].decisions == []  # no agent in the scene: nothing to fan out
+    agent = {"id": "a-observer", "kind": "agent", "display_name": "Observer", "handle": "observer"}
+    raw["participants"].append(agent)
+    jobs = fan_out(
+        check_trust(
+            resolve_speakers(filter_turns([TurnEvent.model_validate(raw)]), {}),
+            ChannelTrustPolicy(),
+        )
+    )
+    rows = plan_batch(jobs).participants
+    assert sorted(r["key"] for r in rows if r["display_name"] == "Ross Geller") == sorted(
+        [original, impostor]
+    )
+
+
+def test_friendsqa_silent_observer_gets_every_scene() -> None:
+    outcome = ingest_turns(friends_events(observer=True), {}, ChannelTrustPolicy())
+    assert outcome.counts()["sync_jobs"] == 136
+    assert {j.agent.id for j in outcome.jobs} == {FRIENDS_OBSERVER_ID}
+    batch = plan_batch(outcome.jobs)
+    assert len(batch.episodes) == 2847
+    speakers = {first_speaker(u) for s in friends_scenes() for u in s["utterances"]}
+    assert len(batch.participants) == len(speakers) + 1
+    assert len(batch.observed) == 2847

@@ -1,0 +1,127 @@
+"""`memsync demo`: real services and a worker play a sample conversation; show what agents keep."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+from pipeline.graph.reader import list_agents, recall
+from pipeline.graph.schema import init_schema
+from pipeline.validate import validate_event
+from schemas.event import TurnEvent
+from workers import runtime, services
+from workers.producer import Producer
+from workers.settings import Settings
+
+REASONS = {
+    "tool_message": "tool output never becomes memory",
+    "tool_call_only": "an assistant message that only calls a tool",
+    "system_message": "system or developer instructions",
+    "empty_text": "no text",
+    "injected_context": "memory handed back as context, not new speech",
+    "public_channel": "public channel: untrusted",
+    "anonymous_participant": "an anonymous human is present: untrusted",
+    "no_messages": "nothing left to remember after filtering",
+}
+
+
+def demo_events() -> list[TurnEvent]:
+    text = files("workers").joinpath("demo_conversation.jsonl").read_text()
+    return [validate_event(line) for line in text.splitlines() if line.strip()]
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The environment a worker process needs to reach the same services as this process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    env.update(
+        {
+            "MEMSYNC_BROKER_URL": settings.broker_url,
+            "MEMSYNC_NEO4J_URI": settings.neo4j_uri,
+            "MEMSYNC_NEO4J_USER": settings.neo4j_user,
+            "MEMSYNC_NEO4J_DATABASE": settings.neo4j_database,
+            "MEMSYNC_TRUST_MODE": settings.trust_mode,
+            "MEMSYNC_STATE_DIR": str(settings.state_dir),
+        }
+    )
+    if settings.neo4j_password is not None:
+        env["MEMSYNC_NEO4J_PASSWORD"] = settings.neo4j_password.get_secret_value()
+    return env
+
+
+def run_demo(settings: Settings) -> int:
+    started: list[services.Service] = []
+    try:
+        host, port = settings.broker_address()
+        if not services.port_open(host, port):
+            print(f"starting Redis on {host}:{port} ...")
+            data = settings.state_dir / "data" / "redis"
+            started.append(services.start_redis(host, port, data, aof=True))
+        host, port = settings.neo4j_address()
+        if not services.port_open(host, port):
+            print(f"starting Neo4j {services.neo4j_version()} on {host}:{port} ...")
+            started.append(
+                services.start_neo4j(
+                    host,
+                    port,
+                    settings.state_dir / "data" / "neo4j",
+                    settings.state_dir,
+                    heap_mb=settings.neo4j_heap_mb,
+                    page_cache_mb=settings.neo4j_page_cache_mb,
+                )
+            )
+        init_schema(runtime.graph())
+        print("starting a Celery worker ...")
+        log = Path(tempfile.mkdtemp(prefix="memsync-demo-")) / "worker.log"
+        started.append(services.start_worker(worker_env(settings), log, name="memsync-demo"))
+        return _play(settings)
+    finally:
+        runtime.close()
+        for service in reversed(started):
+            service.stop()
+        if started:
+            names = ", ".join(s.name for s in reversed(started))
+            print(f"stopped what the demo started: {names}")
+
+
+def _play(settings: Settings) -> int:
+    events = demo_events()
+    producer = Producer(settings)
+    for event in events:
+        producer.emit(event)
+    producer.close(timeout=30)
+    statuses = runtime.ledger().wait([(e.tenant, e.event_id) for e in events], timeout=120)
+    unfinished = [s.event_id for s in statuses if not s.finished]
+    tenant = events[0].tenant
+    humans = {p.id for e in events for p in e.participants if p.kind == "human"}
+    agents = {p.id for e in events for p in e.participants if p.kind == "agent"}
+    channels = {e.channel.id for e in events}
+    messages = sum(len(e.messages) for e in events)
+    print(
+        f"\nplayed {len(events)} turns ({messages} messages) in {len(channels)} channels "
+        f"with {len(humans)} humans and {len(agents)} agents\n"
+    )
+    graph = runtime.graph()
+    for agent in list_agents(graph, tenant):
+        episodes = recall(graph, tenant, agent.id, limit=100)
+        print(f"== {agent.label} remembers {len(episodes)} episodes ==")
+        for e in episodes:
+            print(f"  #{e.channel_title or e.channel_id:<24} {e.speaker_label}: {e.content}")
+        print()
+    order = {e.event_id: i for i, e in enumerate(events)}
+    print("== not remembered, and why ==")
+    seen: set[tuple[str, ...]] = set()
+    for entry in runtime.ledger().audit():
+        row = (entry["event_id"], entry["kind"], entry["subject"], entry["reason"])
+        if entry["tenant"] != tenant or entry["event_id"] not in order or row in seen:
+            continue
+        seen.add(row)
+    for event_id, kind, subject, reason in sorted(seen, key=lambda r: (order[r[0]], r[2])):
+        what = "message" if kind == "dropped" else "agent"
+        who = subject.removeprefix(f"{tenant}:")
+        print(f"  {event_id:<8} {what:<8} {who:<10} {REASONS.get(reason, reason)}")
+    if unfinished:
+        print(f"\nnot finished in time: {', '.join(unfinished)}")
+        return 1
+    return 0
