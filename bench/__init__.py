@@ -1,0 +1,1 @@
+"""Benchmarks that print figures; run with `make bench`. Not tests: nothing here asserts timing."""
