@@ -47,3 +47,11 @@ class PoisonPayload(PermanentError):
 
 class ConfigurationError(PermanentError):
     """A setting is missing or inconsistent; the message says which one to change."""
+
+
+class SpoolFull(RetryableError):
+    """The producer's durable spool is at its size bound; events wait in memory instead."""
+
+
+class DeadLetterUnavailable(RetryableError):
+    """The dead-letter store could not be written; the message is requeued instead of acked."""
