@@ -47,16 +47,24 @@ def validate_events(
     raws: Sequence[Any],
 ) -> tuple[list[TurnEvent], list[InvalidEvent]]:
     """Parse a batch: good events go on, each bad one becomes an InvalidEvent, none vanish."""
+    good, bad = partition_events(raws)
+    return [event for _, event in good], [error for _, error in bad]
+
+
+def partition_events(
+    raws: Sequence[Any],
+) -> tuple[list[tuple[Any, TurnEvent]], list[tuple[Any, InvalidEvent]]]:
+    """Like validate_events, keeping each raw item beside its outcome (for dead letters)."""
     if not isinstance(raws, list | tuple):
         raise PoisonPayload(f"expected a list of events, got {type(raws).__name__}")
-    events: list[TurnEvent] = []
-    rejected: list[InvalidEvent] = []
+    good: list[tuple[Any, TurnEvent]] = []
+    bad: list[tuple[Any, InvalidEvent]] = []
     for raw in raws:
         try:
-            events.append(validate_event(raw))
+            good.append((raw, validate_event(raw)))
         except InvalidEvent as exc:
-            rejected.append(exc)
-    return events, rejected
+            bad.append((raw, exc))
+    return good, bad
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:

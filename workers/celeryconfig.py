@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kombu import Queue
@@ -24,6 +25,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     config: dict[str, Any] = {
         "broker_url": settings.broker_url,
         "broker_transport_options": transport,
+        # Celery reads the visibility timeout from each of these; keep them equal.
+        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
         "broker_connection_timeout": timeout,
         "broker_connection_retry_on_startup": True,
         "broker_pool_limit": 10,
@@ -41,6 +44,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_annotations": {
+            "memsync.*": {
+                "max_retries": settings.max_retries,
+                "retry_backoff_max": settings.retry_backoff_max,
+            }
+        },
         "task_time_limit": settings.task_time_limit,
         "task_soft_time_limit": max(settings.task_time_limit - 10, 5),
         "task_default_queue": INGEST_QUEUE,
@@ -55,3 +64,34 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     if settings.broker_url.startswith(("redis://", "rediss://")):
         config["broker_transport"] = "workers.transport:Transport"
     return config
+
+
+def delivery_problems(conf: Mapping[str, Any]) -> list[str]:
+    """Why these delivery settings could duplicate or lose work; empty when they are sound.
+
+    With Redis, a message a worker holds unacked (running, or waiting out a retry countdown)
+    is handed to another worker once the visibility timeout passes, so the timeout must exceed
+    the longest task plus the largest retry countdown.
+    """
+    problems = []
+    longest = int(conf.get("task_time_limit") or 0)
+    annotations = conf.get("task_annotations") or {}
+    countdown = max(
+        [int(a.get("retry_backoff_max", 600)) for a in annotations.values() if isinstance(a, dict)]
+        or [600]
+    )
+    needed = longest + countdown
+    for option in ("broker_transport_options", "result_backend_transport_options"):
+        value = (conf.get(option) or {}).get("visibility_timeout")
+        if value is None:
+            problems.append(f"{option}.visibility_timeout is not set (MEMSYNC_VISIBILITY_TIMEOUT)")
+        elif int(value) <= needed:
+            problems.append(
+                f"{option}.visibility_timeout is {value}s but must exceed the task time limit "
+                f"({longest}s, MEMSYNC_TASK_TIME_LIMIT) plus the largest retry countdown "
+                f"({countdown}s, MEMSYNC_RETRY_BACKOFF_MAX): raise MEMSYNC_VISIBILITY_TIMEOUT "
+                f"above {needed} or lower the other two"
+            )
+    if not longest:
+        problems.append("task_time_limit is not set (MEMSYNC_TASK_TIME_LIMIT)")
+    return problems

@@ -1,11 +1,13 @@
-"""The `memsync` command line: worker, emit, graph, recall, services, stats, demo."""
+"""The `memsync` command line: worker, emit, graph, recall, dlq, spool, services, stats, demo."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import localstack, runtime
 from workers.progress import ProgressBar
+from workers.replay import parse_duration, replay
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
+from workers.spool import Spool
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,6 +76,28 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(handler=_stats)
 
+    dlq = sub.add_parser("dlq", help="the dead-letter store")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    dlq_list = dlq_sub.add_parser("list", help="entries, oldest failure first")
+    dlq_list.add_argument("--json", action="store_true")
+    dlq_list.set_defaults(handler=_dlq_list)
+    dlq_show = dlq_sub.add_parser("show", help="one entry in full")
+    dlq_show.add_argument("id")
+    dlq_show.set_defaults(handler=_dlq_show)
+    dlq_replay = dlq_sub.add_parser("replay", help="send entries back to their queues")
+    dlq_replay.add_argument("ids", nargs="*")
+    dlq_replay.add_argument("--all", action="store_true")
+    dlq_replay.add_argument("--dry-run", action="store_true")
+    dlq_replay.set_defaults(handler=_dlq_replay)
+    dlq_purge = dlq_sub.add_parser("purge", help="delete entries for good")
+    dlq_purge.add_argument("ids", nargs="*")
+    dlq_purge.add_argument("--older-than", default=None, help="e.g. 7d, 12h, 30m")
+    dlq_purge.set_defaults(handler=_dlq_purge)
+
+    spool = sub.add_parser("spool", help="the producer's local spool")
+    spool.add_argument("action", choices=["status", "flush"])
+    spool.set_defaults(handler=_spool)
+
     demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
     demo.set_defaults(handler=_demo)
     return parser
@@ -111,29 +137,41 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
         print(f"memsync: {len(errors)} invalid event(s); nothing was sent", file=sys.stderr)
         return 2
     producer = Producer(settings)
-    for event in events:
-        producer.emit(event)
-    if not producer.close(timeout=args.timeout):
-        print(f"memsync: {producer.pending} event(s) not published", file=sys.stderr)
-        return 1
-    print(f"emitted {len(events)} event(s)")
-    if not args.wait:
-        return 0
-    bar = ProgressBar(total=len(events), label="syncing")
-    statuses = runtime.ledger().wait(
-        [(e.tenant, e.event_id) for e in events], timeout=args.timeout, on_progress=bar.update
-    )
-    bar.close()
-    rejected = [s for s in statuses if s.state == "rejected"]
+    try:
+        for event in events:
+            producer.emit(event)
+        if not producer.flush(timeout=args.timeout):
+            print(f"memsync: {producer.pending} event(s) not published", file=sys.stderr)
+            return 1
+        print(f"emitted {len(events)} event(s)")
+        if not args.wait:
+            return 0
+        # The producer keeps draining its spool while we wait, should the broker be away.
+        bar = ProgressBar(total=len(events), label="syncing")
+        statuses = runtime.ledger().wait(
+            [(e.tenant, e.event_id) for e in events], timeout=args.timeout, on_progress=bar.update
+        )
+        bar.close()
+    finally:
+        producer.close(timeout=5)
+        spooled = producer.spool_status().events
+        if spooled:
+            print(
+                f"memsync: {spooled} event(s) wait in the spool ({settings.spool_dir}); "
+                "`memsync spool flush` publishes them",
+                file=sys.stderr,
+            )
+    failed = [s for s in statuses if s.finished and not s.complete]
     unfinished = [s for s in statuses if not s.finished]
     synced = sum(s.synced for s in statuses)
     print(f"synced {synced} agent memories for {len(statuses)} event(s)")
-    for status in rejected:
-        print(f"rejected {status.event_id}: {status.reason}", file=sys.stderr)
+    for status in failed:
+        why = status.reason or f"{status.dead} agent sync(s) dead-lettered"
+        print(f"{status.state} {status.event_id}: {why}", file=sys.stderr)
     if unfinished:
         print(f"memsync: {len(unfinished)} event(s) not finished in time", file=sys.stderr)
         return 1
-    return 1 if rejected else 0
+    return 1 if failed else 0
 
 
 def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
@@ -178,6 +216,83 @@ def _stats(args: argparse.Namespace, settings: Settings) -> int:
         for name, value in counters.items():
             print(f"{name:<32} {value}")
     return 0
+
+
+def _dlq_list(args: argparse.Namespace, settings: Settings) -> int:
+    letters = runtime.deadletters().entries()
+    if args.json:
+        print(json.dumps([json.loads(x.model_dump_json()) for x in letters], indent=2))
+        return 0
+    print(f"{len(letters)} dead letter(s)")
+    for x in letters:
+        when = datetime.fromtimestamp(x.last_failed_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        what = "/".join(p for p in (x.tenant, x.event_id, x.agent_id) if p) or "-"
+        print(f"{x.id}  {when}  {x.stage:<6} {what:<40} x{x.attempts}  {x.error_type}: {x.error}")
+    return 0
+
+
+def _dlq_show(args: argparse.Namespace, settings: Settings) -> int:
+    letter = runtime.deadletters().get(args.id)
+    if letter is None:
+        print(f"memsync: no dead letter {args.id}", file=sys.stderr)
+        return 1
+    print(json.dumps(json.loads(letter.model_dump_json()), indent=2))
+    return 0
+
+
+def _dlq_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.app import app
+
+    if not args.ids and not args.all:
+        print("memsync: name entry ids or --all", file=sys.stderr)
+        return 2
+    store = runtime.deadletters()
+    total = store.count() if args.all else len(args.ids)
+    bar = ProgressBar(total=total, label="replaying")
+    report = replay(
+        store, app, None if args.all else args.ids, dry_run=args.dry_run, on_progress=bar.update
+    )
+    bar.close()
+    verb = "would replay" if args.dry_run else "replayed"
+    print(f"{verb} {len(report.sent)} dead letter(s)")
+    for entry_id, why in report.skipped:
+        print(f"skipped {entry_id}: {why}", file=sys.stderr)
+    for entry_id in report.missing:
+        print(f"no dead letter {entry_id}", file=sys.stderr)
+    return 1 if report.missing else 0
+
+
+def _dlq_purge(args: argparse.Namespace, settings: Settings) -> int:
+    store = runtime.deadletters()
+    if args.older_than is None and not args.ids:
+        print("memsync: name entry ids or --older-than DURATION", file=sys.stderr)
+        return 2
+    ids = list(args.ids)
+    if args.older_than is not None:
+        try:
+            ids += store.ids_older_than(parse_duration(args.older_than))
+        except ValueError as exc:
+            print(f"memsync: {exc}", file=sys.stderr)
+            return 2
+    print(f"purged {store.remove(ids)} dead letter(s)")
+    return 0
+
+
+def _spool(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.producer import Producer
+
+    if args.action == "flush":
+        producer = Producer(settings)
+        published = producer.flush_spool()
+        producer.close(timeout=5)
+        print(f"published {published} spooled event(s)")
+    status = Spool(settings.spool_dir).status()
+    oldest = "-" if status.oldest_at is None else f"{time.time() - status.oldest_at:.0f}s ago"
+    print(
+        f"spool {status.path}: {status.events}/{status.max_events} events, "
+        f"{status.bytes}/{status.max_bytes} bytes, oldest {oldest}"
+    )
+    return 0 if args.action == "status" or status.events == 0 else 1
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis
 
+from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
 
@@ -16,6 +18,9 @@ STATS_KEY = "memsync:stats"
 AUDIT_STREAM = "memsync:audit"
 AUDIT_MAXLEN = 20_000
 TURN_TTL_SECONDS = 7 * 24 * 3600
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _turn_key(tenant: str, event_id: str) -> str:
@@ -28,16 +33,36 @@ class TurnStatus:
 
     tenant: str
     event_id: str
-    state: str  # pending | accepted | rejected
+    state: str  # pending | accepted | rejected (invalid) | dead_lettered (ingest gave up)
     expected: int
     synced: int
+    dead: int = 0
     reason: str | None = None
 
     @property
     def finished(self) -> bool:
-        return self.state == "rejected" or (
-            self.state == "accepted" and self.synced >= self.expected
-        )
+        """Nothing more will happen without an operator: written, or in the dead-letter store."""
+        if self.state in {"rejected", "dead_lettered"}:
+            return True
+        return self.state == "accepted" and self.synced + self.dead >= self.expected
+
+    @property
+    def complete(self) -> bool:
+        """Every trusted agent's memory of the turn is in the graph."""
+        return self.state == "accepted" and self.synced >= self.expected
+
+
+def _redis_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """Redis connection trouble surfaces as BrokerUnavailable (retryable)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise BrokerUnavailable(f"Redis unavailable: {exc}") from exc
+
+    return wrapper
 
 
 class Ledger:
@@ -46,6 +71,7 @@ class Ledger:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
+    @_redis_errors
     def accept(self, accounts: Sequence[TurnAccount]) -> None:
         """Record how many agent syncs each turn expects, and why anything was left out."""
         pipe = self.client.pipeline(transaction=False)
@@ -61,10 +87,12 @@ class Ledger:
                     self._audit(pipe, account, "untrusted", decision.agent_key, decision.reason)
         pipe.execute()
 
-    def reject(self, tenant: str, event_id: str, reason: str) -> None:
+    @_redis_errors
+    def reject(self, tenant: str, event_id: str, reason: str, state: str = "rejected") -> None:
+        """An event that will not be ingested: invalid (rejected) or out of retries."""
         key = _turn_key(tenant, event_id)
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(key, mapping={"state": "rejected", "expected": 0, "reason": reason})
+        pipe.hset(key, mapping={"state": state, "expected": 0, "reason": reason})
         pipe.expire(key, TURN_TTL_SECONDS)
         pipe.xadd(
             AUDIT_STREAM,
@@ -78,17 +106,29 @@ class Ledger:
             maxlen=AUDIT_MAXLEN,
             approximate=True,
         )
-        pipe.hincrby(STATS_KEY, "events.rejected", 1)
+        pipe.hincrby(STATS_KEY, f"events.{state}", 1)
         pipe.execute()
 
+    @_redis_errors
     def mark_synced(self, jobs: Iterable[SyncJob]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
-            key = _turn_key(job.tenant, job.event_id) + ":synced"
-            pipe.sadd(key, job.agent.key)
-            pipe.expire(key, TURN_TTL_SECONDS)
+            key = _turn_key(job.tenant, job.event_id)
+            pipe.sadd(key + ":synced", job.agent.key)
+            pipe.srem(key + ":dead", job.agent.key)
+            pipe.expire(key + ":synced", TURN_TTL_SECONDS)
         pipe.execute()
 
+    @_redis_errors
+    def mark_dead(self, tenant: str, event_id: str, agent_key: str) -> None:
+        """One agent's sync of a turn went to the dead-letter store."""
+        key = _turn_key(tenant, event_id) + ":dead"
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(key, agent_key)
+        pipe.expire(key, TURN_TTL_SECONDS)
+        pipe.execute()
+
+    @_redis_errors
     def count(self, counts: Mapping[str, int]) -> None:
         if not counts:
             return
@@ -97,16 +137,18 @@ class Ledger:
             pipe.hincrby(STATS_KEY, name, value)
         pipe.execute()
 
+    @_redis_errors
     def statuses(self, turns: Sequence[tuple[str, str]]) -> list[TurnStatus]:
         """Status of each (tenant, event_id), in the order asked."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, event_id in turns:
             pipe.hgetall(_turn_key(tenant, event_id))
             pipe.scard(_turn_key(tenant, event_id) + ":synced")
+            pipe.scard(_turn_key(tenant, event_id) + ":dead")
         replies = pipe.execute()
         result: list[TurnStatus] = []
         for index, (tenant, event_id) in enumerate(turns):
-            raw: dict[bytes, bytes] = replies[2 * index]
+            raw: dict[bytes, bytes] = replies[3 * index]
             fields = {k.decode(): v.decode() for k, v in raw.items()}
             result.append(
                 TurnStatus(
@@ -114,7 +156,8 @@ class Ledger:
                     event_id=event_id,
                     state=fields.get("state", "pending"),
                     expected=int(fields.get("expected", 0)),
-                    synced=int(replies[2 * index + 1]),
+                    synced=int(replies[3 * index + 1]),
+                    dead=int(replies[3 * index + 2]),
                     reason=fields.get("reason"),
                 )
             )

@@ -5,21 +5,25 @@ from __future__ import annotations
 import atexit
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
+from kombu import Connection
 
-from pipeline.errors import BufferFull
+from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers.settings import INGEST_QUEUE, Settings
+from workers.spool import Spool, SpoolStatus
 
 log = logging.getLogger("memsync.producer")
 
 _STOP = object()
+_SPOOL_RETRY_SECONDS = 1.0
 
 
 class Producer:
@@ -27,7 +31,9 @@ class Producer:
 
     `emit` raises InvalidEvent (naming the field) for a bad event and BufferFull when the buffer
     is full; it never waits on the broker. The publisher sends events in batches, one ingest task
-    per batch, and keeps a batch it could not publish until the broker answers again.
+    per batch, each publish bounded by MEMSYNC_PUBLISH_TIMEOUT. A batch that cannot be published
+    goes to the durable spool, and while the spool holds anything new batches queue behind it, so
+    events reach the broker in the order they were emitted, also across producer restarts.
     """
 
     def __init__(self, settings: Settings, app: Celery | None = None) -> None:
@@ -39,12 +45,21 @@ class Producer:
             app = default_app
         self.app = app
         self.settings = settings
+        self.spool = Spool(
+            settings.spool_dir,
+            max_events=settings.spool_max_events,
+            max_bytes=settings.spool_max_bytes,
+        )
+        self.counters = {"published": 0, "spooled": 0, "spool_full": 0, "publish_failures": 0}
         self._buffer: queue.Queue[Any] = queue.Queue(maxsize=settings.producer_buffer)
         self._pending = 0
         self._idle = threading.Condition()
-        self._thread: threading.Thread | None = None
         self._closed = False
-        self._start_lock = threading.Lock()
+        self._connection: Connection | None = None
+        self._publish_lock = threading.Lock()
+        self._final_status: SpoolStatus | None = None
+        self._thread = threading.Thread(target=self._run, name="memsync-publisher", daemon=True)
+        self._thread.start()
 
     def emit(self, event: TurnEvent | Mapping[str, Any] | str | bytes) -> str:
         """Validate and buffer one turn; returns its event id at once."""
@@ -60,13 +75,12 @@ class Producer:
             self._done(1)
             raise BufferFull(
                 f"producer buffer is full ({self.settings.producer_buffer} events); "
-                "raise MEMSYNC_PRODUCER_BUFFER or check the broker"
+                "raise MEMSYNC_PRODUCER_BUFFER or check the broker and the spool"
             ) from None
-        self._ensure_thread()
         return turn.event_id
 
     def flush(self, timeout: float = 30.0) -> bool:
-        """Wait until every buffered event is published; False if the timeout came first."""
+        """Wait until every emitted event is published or safely spooled; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._idle:
             while self._pending:
@@ -76,34 +90,39 @@ class Producer:
                 self._idle.wait(remaining)
         return True
 
+    def flush_spool(self) -> int:
+        """Publish everything spooled now; raises if the broker is still away."""
+        return self.spool.drain(self._publish, batch=self.settings.producer_batch)
+
     def close(self, timeout: float = 10.0) -> bool:
-        """Publish what is buffered (up to `timeout`) and stop the publisher thread."""
+        """Hand every buffered event to the broker or the spool, then stop the publisher."""
         flushed = self.flush(timeout)
         self._closed = True
-        if self._thread is not None:
-            self._buffer.put(_STOP)
-            self._thread.join(timeout=max(timeout, 1.0))
+        self._buffer.put(_STOP)
+        self._thread.join(timeout=max(timeout, 1.0))
+        if self._connection is not None:
+            self._connection.release()
+        self._final_status = self.spool.status()
+        self.spool.close()
         if not flushed:
-            log.error("producer closed with %d events unpublished", self._pending)
+            log.error("producer closed with %d events neither published nor spooled", self._pending)
         return flushed
 
     @property
     def pending(self) -> int:
         return self._pending
 
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._start_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="memsync-publisher", daemon=True
-                )
-                self._thread.start()
+    def spool_status(self) -> SpoolStatus:
+        """The spool's size now (or when the producer closed)."""
+        return self._final_status if self._final_status is not None else self.spool.status()
 
     def _run(self) -> None:
         while True:
-            first = self._buffer.get()
+            try:
+                first = self._buffer.get(timeout=_SPOOL_RETRY_SECONDS)
+            except queue.Empty:
+                self._drain_spool()
+                continue
             if first is _STOP:
                 return
             batch = [first]
@@ -116,33 +135,74 @@ class Producer:
                     self._buffer.put(_STOP)
                     break
                 batch.append(item)
-            self._publish_until_sent(batch)
+            self._send(batch)
             self._done(len(batch))
 
-    def _publish_until_sent(self, batch: list[Any]) -> None:
-        delay = 0.2
+    def _send(self, batch: list[Any]) -> None:
+        """Publish a batch, or spool it; never returns with the batch in neither place."""
+        if len(self.spool) == 0 or self._drain_spool():
+            try:
+                self._publish(batch)
+                return
+            except Exception as exc:  # kombu and redis raise many types; all mean "not sent"
+                self.counters["publish_failures"] += 1
+                log.warning("broker unavailable, spooling %d events: %s", len(batch), exc)
         while True:
             try:
+                self.spool.append(batch)
+                self.counters["spooled"] += len(batch)
+                return
+            except (SpoolFull, sqlite3.OperationalError) as exc:
+                # Holding the batch fills the buffer, so emit() raises BufferFull: loud, not lossy.
+                self.counters["spool_full"] += 1
+                log.error("%s", exc)
+                time.sleep(_SPOOL_RETRY_SECONDS)
+                if self._drain_spool():
+                    continue
+
+    def _drain_spool(self) -> bool:
+        """Publish spooled events in order; True when the spool is empty afterwards."""
+        if len(self.spool) == 0:
+            return True
+        try:
+            self.spool.drain(self._publish, batch=self.settings.producer_batch)
+        except Exception as exc:  # still away; the events stay spooled in order
+            log.debug("spool drain stopped: %s", exc)
+            return False
+        return True
+
+    def _publish(self, batch: list[Any]) -> None:
+        with self._publish_lock:
+            try:
+                connection = self._connect()
                 self.app.send_task(
                     "memsync.ingest",
-                    args=[batch],
+                    args=(batch,),
                     queue=INGEST_QUEUE,
-                    retry=True,
-                    retry_policy={
-                        "max_retries": 2,
-                        "interval_start": 0,
-                        "interval_step": 0.5,
-                        "interval_max": 1,
-                    },
+                    producer=self.app.amqp.Producer(connection, auto_declare=False),
+                    retry=False,
                 )
-                return
-            except Exception as exc:  # kombu raises many types; all mean "not published yet"
-                if self._closed:
-                    log.error("dropping publish retry at close: %d events unsent", len(batch))
-                    return
-                log.warning("broker unavailable, will retry %d events: %s", len(batch), exc)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            except Exception:
+                self._reset_connection()
+                raise
+            self.counters["published"] += len(batch)
+
+    def _connect(self) -> Connection:
+        if self._connection is None:
+            bound = self.settings.publish_timeout
+            self._connection = self.app.connection_for_write(
+                connect_timeout=bound,
+                transport_options={"socket_timeout": bound, "socket_connect_timeout": bound},
+            )
+        return self._connection
+
+    def _reset_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.release()
+            except Exception as exc:  # a broken connection may fail to close; it is dropped anyway
+                log.debug("closing a failed broker connection: %s", exc)
 
     def _done(self, count: int) -> None:
         with self._idle:

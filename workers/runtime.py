@@ -12,6 +12,7 @@ from pipeline.graph.reader import lookup_participants
 from pipeline.graph.store import GraphStore
 from pipeline.trust import ChannelTrustPolicy, TrustPolicy
 from schemas.records import KnownParticipant
+from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
 from workers.settings import Settings
 
@@ -19,8 +20,8 @@ _lock = threading.Lock()
 _settings: Settings | None = None
 _graph: GraphStore | None = None
 _graph_pid: int | None = None
-_ledger: Ledger | None = None
-_ledger_pid: int | None = None
+_redis: redis.Redis | None = None
+_redis_pid: int | None = None
 _names: dict[str, tuple[float, KnownParticipant]] = {}
 
 
@@ -60,19 +61,27 @@ def graph() -> GraphStore:
         return _graph
 
 
-def ledger() -> Ledger:
-    global _ledger, _ledger_pid
+def redis_client() -> redis.Redis:
+    """This process's Redis client for the ledger and the dead-letter store (not the queues)."""
+    global _redis, _redis_pid
     s = settings()
     with _lock:
-        if _ledger is None or _ledger_pid != os.getpid():
-            client = redis.Redis.from_url(
+        if _redis is None or _redis_pid != os.getpid():
+            _redis = redis.Redis.from_url(
                 s.broker_url,
                 socket_timeout=s.broker_timeout,
                 socket_connect_timeout=s.broker_timeout,
             )
-            _ledger = Ledger(client)
-            _ledger_pid = os.getpid()
-        return _ledger
+            _redis_pid = os.getpid()
+        return _redis
+
+
+def ledger() -> Ledger:
+    return Ledger(redis_client())
+
+
+def deadletters() -> DeadLetterStore:
+    return DeadLetterStore(redis_client())
 
 
 def trust_policy() -> TrustPolicy:
@@ -95,10 +104,10 @@ def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
 
 def reset() -> None:
     """Forget inherited resources without closing them: after fork they belong to the parent."""
-    global _graph, _graph_pid, _ledger, _ledger_pid
+    global _graph, _graph_pid, _redis, _redis_pid
     with _lock:
         _graph, _graph_pid = None, None
-        _ledger, _ledger_pid = None, None
+        _redis, _redis_pid = None, None
         _names.clear()
 
 

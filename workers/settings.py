@@ -49,10 +49,15 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1)
     task_time_limit: int = Field(default=300, ge=10)
     visibility_timeout: int = Field(default=3600, ge=60)
-    sync_max_retries: int = Field(default=8, ge=0)
+    max_retries: int = Field(default=8, ge=0)
     retry_backoff_max: int = Field(default=600, ge=1)
     names_cache_seconds: float = Field(default=300.0, ge=0)
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
+
+    # Producer spool: where events wait while the broker is away.
+    spool_max_events: int = Field(default=100_000, ge=1)
+    spool_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
+    publish_timeout: float = Field(default=2.0, gt=0)
 
     # Local services (`memsync services`, the demo, the tests).
     neo4j_heap_mb: int = Field(default=1024, ge=256)

@@ -1,20 +1,24 @@
 """The Redis transport with one guard: a queue item kombu cannot read is set aside, not fatal.
 
 Stock kombu raises out of the consumer loop on an item that is not a JSON message envelope, and
-the worker stops ("Unrecoverable error"). Here such an item is moved, untouched, to a quarantine
-list with the reason, and the worker goes on with the next message.
+the worker stops ("Unrecoverable error"). Here such an item goes, as text, to the dead-letter
+store with the reason, and the worker goes on with the next message.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import logging
+import socket
 from typing import Any
 
 import redis
 from kombu.transport import redis as kombu_redis
 
-QUARANTINE_KEY = "memsync:quarantine"
+from pipeline.errors import DeadLetterUnavailable
+from workers.deadletter import UNREADABLE_TASK, DeadLetterStore, letters_for
+
+log = logging.getLogger("memsync.transport")
 
 
 def unreadable_reason(body: bytes | str) -> str | None:
@@ -46,14 +50,23 @@ class GuardedRedis(redis.Redis):
 
     def _quarantine(self, queue: bytes | str, body: bytes | str, reason: str) -> None:
         raw = body if isinstance(body, bytes) else body.encode()
-        record = {
-            "queue": queue.decode() if isinstance(queue, bytes) else queue,
-            "reason": reason,
-            "body": raw.decode("utf-8", errors="backslashreplace"),
-            "at": time.time(),
-        }
-        self.lpush(QUARANTINE_KEY, json.dumps(record))
-        self.hincrby("memsync:stats", "queue.quarantined", 1)
+        letters = letters_for(
+            task=UNREADABLE_TASK,
+            queue=queue.decode() if isinstance(queue, bytes) else queue,
+            stage="decode",
+            payload=raw.decode("utf-8", errors="backslashreplace"),
+            error=ValueError(f"unreadable queue item: {reason}"),
+            permanent=True,
+            attempts=1,
+            worker=socket.gethostname(),
+            split=False,
+        )
+        try:
+            DeadLetterStore(self).put(letters)
+        except DeadLetterUnavailable:
+            log.critical("unreadable queue item of %d bytes lost: %s", len(raw), reason)
+        else:
+            log.error("unreadable queue item dead-lettered as %s: %s", letters[0].id, reason)
 
 
 class Channel(kombu_redis.Channel):

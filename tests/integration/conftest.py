@@ -23,8 +23,6 @@ from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.settings import Settings
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="session")
 def broker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -58,12 +56,15 @@ def neo4j_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def settings(broker_url: str, neo4j_uri: str) -> Settings:
+def settings(
+    broker_url: str, neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
     return Settings(
         broker_url=broker_url,
         neo4j_uri=neo4j_uri,
         neo4j_password=os.environ.get("MEMSYNC_TEST_NEO4J_PASSWORD"),
         producer_batch=20,
+        spool_dir=tmp_path_factory.mktemp("spool"),
     )
 
 

@@ -17,11 +17,11 @@ from pipeline.graph.reader import recall, tenant_counts, tenant_episodes
 from pipeline.graph.store import GraphStore
 from workers import services
 from workers.app import app
+from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.settings import INGEST_QUEUE, Settings
-from workers.transport import QUARANTINE_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -220,10 +220,16 @@ def test_poison_on_the_queue_does_not_stop_the_worker(
     client.lpush(INGEST_QUEUE, b'["a list, not an envelope"]')
 
     emit_and_wait(producer, ledger, [dm_turn(tenant)])
-    quarantined = [json.loads(item) for item in client.lrange(QUARANTINE_KEY, 0, -1)]
-    reasons = {q["body"]: q["reason"] for q in quarantined}
-    assert reasons["\x00not json{"].startswith("not JSON")
-    assert reasons['["a list, not an envelope"]'].startswith("not a message envelope")
+    letters = DeadLetterStore(client).entries()
+    unreadable = {x.payload: x.error for x in letters if x.stage == "decode"}
+    assert "not JSON" in unreadable["\x00not json{"]
+    assert "not a message envelope" in unreadable['["a list, not an envelope"]']
+    not_a_list = [x for x in letters if x.payload == {"not": "a list"}]
+    assert len(not_a_list) == 1 and "expected a list of events" in not_a_list[0].error
+    invalid = [x for x in letters if x.event_id == "ev-bad" and x.tenant == tenant]
+    assert len(invalid) == 1 and invalid[0].permanent
+    assert "messages.1.sender_id" in invalid[0].error
+    assert invalid[0].payload == [bad]  # exactly as sent
     status = ledger.statuses([(tenant, "ev-bad")])[0]
     assert status.state == "rejected"
     assert status.reason is not None and "messages.1.sender_id" in status.reason

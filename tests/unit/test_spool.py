@@ -1,0 +1,300 @@
+"""The producer's durable spool: order, chunking, failure, restart, bounds and concurrent use."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import RetryableError, SpoolFull
+from workers.spool import Spool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def events(start: int, stop: int) -> list[dict[str, Any]]:
+    return [{"event_id": f"e-{i}", "n": i, "text": "héllo"} for i in range(start, stop)]
+
+
+def ids(payloads: list[dict[str, Any]]) -> list[int]:
+    return [p["n"] for p in payloads]
+
+
+class Recorder:
+    """A publish function that records each chunk, optionally failing on one call."""
+
+    def __init__(self, fail_on_call: int | None = None, sleep: float = 0.0) -> None:
+        self.chunks: list[list[dict[str, Any]]] = []
+        self.calls = 0
+        self.fail_on_call = fail_on_call
+        self.sleep = sleep
+
+    def __call__(self, chunk: list[dict[str, Any]]) -> None:
+        self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        if self.calls == self.fail_on_call:
+            raise ConnectionError("broker away")
+        self.chunks.append(chunk)
+
+    @property
+    def published(self) -> list[int]:
+        return [n for chunk in self.chunks for n in ids(chunk)]
+
+
+@pytest.fixture
+def spool(tmp_path: Path) -> Iterator[Spool]:
+    s = Spool(tmp_path / "a" / "b")
+    yield s
+    s.close()
+
+
+def test_creates_directory_and_sqlite_file_in_wal_mode(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "nested" / "spool")
+    try:
+        assert spool.path == tmp_path / "nested" / "spool" / "spool.sqlite3"
+        assert spool.path.is_file()
+        assert len(spool) == 0
+    finally:
+        spool.close()
+    with sqlite3.connect(spool.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_append_then_drain_keeps_order_across_appends(spool: Spool) -> None:
+    spool.append(events(0, 3))
+    spool.append(events(3, 4))
+    spool.append([])
+    spool.append(events(4, 10))
+    assert len(spool) == 10
+    publish = Recorder()
+    assert spool.drain(publish) == 10
+    assert publish.published == list(range(10))
+    assert publish.chunks[0][0] == {"event_id": "e-0", "n": 0, "text": "héllo"}
+    assert len(spool) == 0
+    assert spool.drain(publish) == 0
+    assert publish.calls == 1
+
+
+def test_drain_publishes_in_chunks_of_batch(spool: Spool) -> None:
+    spool.append(events(0, 23))
+    publish = Recorder()
+    assert spool.drain(publish, batch=5) == 23
+    assert [len(c) for c in publish.chunks] == [5, 5, 5, 5, 3]
+    assert publish.published == list(range(23))
+
+
+def test_drain_limit_caps_events_and_leaves_the_rest_in_order(spool: Spool) -> None:
+    spool.append(events(0, 12))
+    publish = Recorder()
+    assert spool.drain(publish, batch=5, limit=7) == 7
+    assert [len(c) for c in publish.chunks] == [5, 2]
+    assert len(spool) == 5
+    assert spool.drain(publish, limit=0) == 0
+    assert spool.drain(publish, batch=100) == 5
+    assert publish.published == list(range(12))
+
+
+def test_failed_publish_keeps_that_chunk_and_later_ones_in_order(spool: Spool) -> None:
+    spool.append(events(0, 4))
+    spool.append(events(4, 10))
+    failing = Recorder(fail_on_call=2)
+    with pytest.raises(ConnectionError, match="broker away"):
+        spool.drain(failing, batch=3)
+    assert failing.published == [0, 1, 2]
+    assert len(spool) == 7
+    assert spool.status().bytes == sum(
+        len(json.dumps(e, separators=(",", ":"))) for e in events(3, 10)
+    )
+    later = Recorder()
+    assert spool.drain(later, batch=3) == 7
+    assert later.published == list(range(3, 10))
+    assert len(spool) == 0
+
+
+def test_spool_is_usable_after_a_failed_drain(spool: Spool) -> None:
+    spool.append(events(0, 2))
+    with pytest.raises(ConnectionError):
+        spool.drain(Recorder(fail_on_call=1))
+    spool.append(events(2, 4))
+    publish = Recorder()
+    assert spool.drain(publish) == 4
+    assert publish.published == [0, 1, 2, 3]
+
+
+def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    first = Spool(tmp_path)
+    first.append(events(0, 5))
+    first.drain(Recorder(), batch=2, limit=2)
+    first.append(events(5, 8))
+    first.close()
+
+    second = Spool(tmp_path)
+    try:
+        assert len(second) == 6
+        second.append(events(8, 9))
+        publish = Recorder()
+        assert second.drain(publish) == 7
+        assert publish.published == list(range(2, 9))
+    finally:
+        second.close()
+
+
+def test_spool_full_on_max_events_stores_nothing_of_the_batch(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, max_events=5)
+    try:
+        spool.append(events(0, 3))
+        with pytest.raises(SpoolFull, match="MEMSYNC_SPOOL_MAX_EVENTS") as caught:
+            spool.append(events(3, 6))
+        assert isinstance(caught.value, RetryableError)
+        assert "3 events" in str(caught.value)
+        assert "5 events" in str(caught.value)
+        assert len(spool) == 3
+        spool.append(events(3, 5))
+        publish = Recorder()
+        assert spool.drain(publish) == 5
+        assert publish.published == list(range(5))
+    finally:
+        spool.close()
+
+
+def test_spool_full_on_max_bytes_stores_nothing_of_the_batch(tmp_path: Path) -> None:
+    one = len(json.dumps(events(0, 1)[0], separators=(",", ":")))
+    spool = Spool(tmp_path, max_bytes=one * 2 + 1)
+    try:
+        spool.append(events(0, 1))
+        with pytest.raises(SpoolFull, match="MEMSYNC_SPOOL_MAX_BYTES") as caught:
+            spool.append(events(1, 3))
+        assert f"{one} bytes" in str(caught.value)
+        assert f"{one * 2 + 1} bytes" in str(caught.value)
+        assert spool.status().events == 1
+        assert spool.status().bytes == one
+        spool.append(events(1, 2))
+        assert len(spool) == 2
+    finally:
+        spool.close()
+
+
+def test_unserialisable_payload_stores_nothing(spool: Spool) -> None:
+    with pytest.raises(TypeError):
+        spool.append([{"n": 0}, {"n": 1, "bad": object()}])
+    assert len(spool) == 0
+
+
+def test_odd_strings_round_trip(spool: Spool) -> None:
+    payload = {"n": 0, "text": "lone \ud800 surrogate, emoji 🦉, nul \x00 end"}
+    spool.append([payload])
+    publish = Recorder()
+    spool.drain(publish)
+    assert publish.chunks == [[payload]]
+
+
+def test_status_reports_events_bytes_and_oldest(spool: Spool) -> None:
+    empty = spool.status()
+    assert (empty.events, empty.bytes, empty.oldest_at) == (0, 0, None)
+    assert (empty.max_events, empty.max_bytes) == (100_000, 512 * 1024 * 1024)
+    assert empty.path == spool.path
+
+    before = time.time()
+    spool.append(events(0, 2))
+    after = time.time()
+    time.sleep(0.01)
+    spool.append(events(2, 3))
+    status = spool.status()
+    sizes = [len(json.dumps(e, separators=(",", ":"))) for e in events(0, 3)]
+    assert status.events == 3
+    assert status.bytes == sum(sizes)
+    assert status.oldest_at is not None
+    assert before <= status.oldest_at <= after
+
+    spool.drain(Recorder(), batch=2, limit=2)
+    status = spool.status()
+    assert (status.events, status.bytes) == (1, sizes[2])
+    assert status.oldest_at is not None
+    assert status.oldest_at > after
+
+
+def test_two_drainers_on_one_directory_publish_each_event_once(tmp_path: Path) -> None:
+    total = 120
+    first, second = Spool(tmp_path), Spool(tmp_path)
+    try:
+        first.append(events(0, total))
+        recorders = [Recorder(sleep=0.003), Recorder(sleep=0.003)]
+        counts: list[int] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def run(spool: Spool, publish: Recorder) -> None:
+            try:
+                start.wait()
+                counts.append(spool.drain(publish, batch=4))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=run, args=(s, r))
+            for s, r in zip((first, second), recorders, strict=True)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert errors == []
+        assert sum(counts) == total
+        every = recorders[0].published + recorders[1].published
+        assert sorted(every) == list(range(total))
+        for recorder in recorders:
+            assert recorder.published == sorted(recorder.published)
+        assert len(first) == 0
+        assert len(second) == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_events_appended_by_another_process_are_seen(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from workers.spool import Spool\n"
+        "s = Spool(Path(sys.argv[1]))\n"
+        "s.append([{'n': i} for i in range(int(sys.argv[2]))])\n"
+        "s.close()\n"
+    )
+    parent = Spool(tmp_path)
+    try:
+        parent.append([{"n": -1}])
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), "4"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(parent) == 5
+        publish = Recorder()
+        assert parent.drain(publish) == 5
+        assert publish.published == [-1, 0, 1, 2, 3]
+    finally:
+        parent.close()
+
+
+def test_invalid_bounds_and_batch_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        Spool(tmp_path, max_events=0)
+    spool = Spool(tmp_path)
+    try:
+        with pytest.raises(ValueError):
+            spool.drain(Recorder(), batch=0)
+    finally:
+        spool.close()
