@@ -16,6 +16,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     transport = {
         # Unacked messages come back after this long; it must exceed the longest task plus retries.
         "visibility_timeout": settings.visibility_timeout,
+        # Look for such messages every `restore_interval` seconds (kombu's default is ~100 s).
+        "unacked_restore_interval": settings.restore_interval,
+        "unacked_restore_throttle": 1,
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
         "socket_keepalive": True,
@@ -44,11 +47,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Annotations match exact task names (or "*"), not patterns.
         "task_annotations": {
-            "memsync.*": {
+            name: {
                 "max_retries": settings.max_retries,
                 "retry_backoff_max": settings.retry_backoff_max,
             }
+            for name in ("memsync.ingest", "memsync.sync")
         },
         "task_time_limit": settings.task_time_limit,
         "task_soft_time_limit": max(settings.task_time_limit - 10, 5),

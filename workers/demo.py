@@ -35,18 +35,7 @@ def demo_events() -> list[TurnEvent]:
 def worker_env(settings: Settings) -> dict[str, str]:
     """The environment a worker process needs to reach the same services as this process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
-    env.update(
-        {
-            "MEMSYNC_BROKER_URL": settings.broker_url,
-            "MEMSYNC_NEO4J_URI": settings.neo4j_uri,
-            "MEMSYNC_NEO4J_USER": settings.neo4j_user,
-            "MEMSYNC_NEO4J_DATABASE": settings.neo4j_database,
-            "MEMSYNC_TRUST_MODE": settings.trust_mode,
-            "MEMSYNC_STATE_DIR": str(settings.state_dir),
-        }
-    )
-    if settings.neo4j_password is not None:
-        env["MEMSYNC_NEO4J_PASSWORD"] = settings.neo4j_password.get_secret_value()
+    env.update(settings.as_env())
     return env
 
 

@@ -58,6 +58,7 @@ class Producer:
         self._connection: Connection | None = None
         self._publish_lock = threading.Lock()
         self._final_status: SpoolStatus | None = None
+        self._retry_at = 0.0
         self._thread = threading.Thread(target=self._run, name="memsync-publisher", daemon=True)
         self._thread.start()
 
@@ -140,13 +141,12 @@ class Producer:
 
     def _send(self, batch: list[Any]) -> None:
         """Publish a batch, or spool it; never returns with the batch in neither place."""
-        if len(self.spool) == 0 or self._drain_spool():
+        if self._drain_spool():
             try:
                 self._publish(batch)
                 return
             except Exception as exc:  # kombu and redis raise many types; all mean "not sent"
-                self.counters["publish_failures"] += 1
-                log.warning("broker unavailable, spooling %d events: %s", len(batch), exc)
+                self._broker_down(exc)
         while True:
             try:
                 self.spool.append(batch)
@@ -157,19 +157,29 @@ class Producer:
                 self.counters["spool_full"] += 1
                 log.error("%s", exc)
                 time.sleep(_SPOOL_RETRY_SECONDS)
-                if self._drain_spool():
-                    continue
+                self._drain_spool()
 
     def _drain_spool(self) -> bool:
-        """Publish spooled events in order; True when the spool is empty afterwards."""
+        """Publish spooled events in order; True when the spool is empty afterwards.
+
+        While the broker is known to be away, at most one attempt a second is made, so an outage
+        costs one publish timeout per second rather than one per batch.
+        """
         if len(self.spool) == 0:
             return True
+        if time.monotonic() < self._retry_at:
+            return False
         try:
             self.spool.drain(self._publish, batch=self.settings.producer_batch)
         except Exception as exc:  # still away; the events stay spooled in order
-            log.debug("spool drain stopped: %s", exc)
+            self._broker_down(exc)
             return False
         return True
+
+    def _broker_down(self, exc: Exception) -> None:
+        self.counters["publish_failures"] += 1
+        self._retry_at = time.monotonic() + _SPOOL_RETRY_SECONDS
+        log.warning("broker unavailable, spooling events: %s", exc)
 
     def _publish(self, batch: list[Any]) -> None:
         with self._publish_lock:
@@ -191,6 +201,7 @@ class Producer:
         if self._connection is None:
             bound = self.settings.publish_timeout
             self._connection = self.app.connection_for_write(
+                url=self.settings.broker_url,
                 connect_timeout=bound,
                 transport_options={"socket_timeout": bound, "socket_connect_timeout": bound},
             )

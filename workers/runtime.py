@@ -56,6 +56,7 @@ def graph() -> GraphStore:
                 s.neo4j_password_value,
                 s.neo4j_database,
                 max_transaction_retry_time=s.neo4j_retry_seconds,
+                connection_timeout=s.neo4j_connect_timeout,
             )
             _graph_pid = os.getpid()
         return _graph

@@ -48,11 +48,13 @@ class Settings(BaseSettings):
     # Workers.
     worker_concurrency: int = Field(default=2, ge=1)
     task_time_limit: int = Field(default=300, ge=10)
-    visibility_timeout: int = Field(default=3600, ge=60)
+    visibility_timeout: int = Field(default=3600, ge=10)
+    restore_interval: int = Field(default=10, ge=1)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max: int = Field(default=600, ge=1)
     names_cache_seconds: float = Field(default=300.0, ge=0)
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
+    neo4j_connect_timeout: float = Field(default=10.0, gt=0)
 
     # Producer spool: where events wait while the broker is away.
     spool_max_events: int = Field(default=100_000, ge=1)
@@ -66,6 +68,18 @@ class Settings(BaseSettings):
     @property
     def neo4j_password_value(self) -> str | None:
         return self.neo4j_password.get_secret_value() if self.neo4j_password else None
+
+    def as_env(self) -> dict[str, str]:
+        """These settings as MEMSYNC_* variables, for a child process (a worker) to read back."""
+        env: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[f"MEMSYNC_{name.upper()}"] = str(value)
+        return env
 
     def broker_address(self) -> tuple[str, int]:
         parts = urlsplit(self.broker_url)

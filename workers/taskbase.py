@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
 
-from pipeline.errors import MemsyncError, PermanentError, RetryableError
+from pipeline.errors import MemsyncError, PermanentError
 from workers import runtime
 from workers.deadletter import DeadLetter, letters_for
 
@@ -53,7 +53,7 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
             stage=self.stage,
             payload=payload,
             error=error,
-            permanent=not isinstance(error, RetryableError),
+            permanent=isinstance(error, PermanentError),
             attempts=(request.retries or 0) + 1,
             worker=request.hostname or "",
             split=split,

@@ -135,3 +135,8 @@ RETURN e.key AS key, e.id AS id, e.role AS role, e.content AS content,
        collect(DISTINCT c.id) AS channels, collect(DISTINCT a.id) AS observers
 ORDER BY key
 """
+
+TENANT_OBSERVED: Final = f"""
+MATCH (a:{AGENT} {{tenant: $tenant}})-[:{OBSERVED}]->(e:{EPISODE})
+RETURN a.key AS agent_key, e.key AS episode_key
+"""

@@ -113,3 +113,10 @@ def tenant_episodes(graph: GraphStore, tenant: str) -> list[EpisodeView]:
 
 def _native(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}
+
+
+def tenant_observed(graph: GraphStore, tenant: str) -> list[tuple[str, str]]:
+    """Every OBSERVED edge of a tenant as (agent key, episode key), duplicates included."""
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.TENANT_OBSERVED, tenant=tenant))
+    return [(r["agent_key"], r["episode_key"]) for r in records]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import neo4j
 from neo4j import Driver, GraphDatabase
-from neo4j.exceptions import ServiceUnavailable, SessionExpired
+from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
 from pipeline.errors import GraphUnavailable
 
@@ -43,12 +43,13 @@ class GraphStore:
 
     @contextmanager
     def session(self, *, write: bool = True) -> Iterator[neo4j.Session]:
-        """A session whose connection failures surface as GraphUnavailable (retryable)."""
+        """A session whose connection and transient failures surface as GraphUnavailable."""
         access = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
         try:
             with self.driver.session(database=self.database, default_access_mode=access) as session:
                 yield session
-        except (ServiceUnavailable, SessionExpired) as exc:
+        except (ServiceUnavailable, SessionExpired, TransientError) as exc:
+            # Reaching here means the driver's own retries (for writes) are already spent.
             raise GraphUnavailable(f"Neo4j unavailable: {exc}") from exc
 
     def close(self) -> None:

@@ -17,11 +17,20 @@ import redis
 
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
+from tests.integration.report import FAULT_REPORT
 from workers import runtime, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.settings import Settings
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the fault tests' figures (events pushed, lost, duplicated, time to recover)."""
+    if FAULT_REPORT:
+        terminalreporter.section("fault injection figures")
+        for line in FAULT_REPORT:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -56,9 +65,7 @@ def neo4j_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def settings(
-    broker_url: str, neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
+def settings(broker_url: str, neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(
         broker_url=broker_url,
         neo4j_uri=neo4j_uri,

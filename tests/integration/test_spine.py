@@ -15,8 +15,8 @@ import redis
 from pipeline.errors import InvalidEvent
 from pipeline.graph.reader import recall, tenant_counts, tenant_episodes
 from pipeline.graph.store import GraphStore
+from tests.integration.report import send_task
 from workers import services
-from workers.app import app
 from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
@@ -211,8 +211,8 @@ def test_poison_on_the_queue_does_not_stop_the_worker(
     bad = group_turn(tenant)
     bad["event_id"] = "ev-bad"
     bad["messages"][1]["sender_id"] = "u-nobody"
-    app.send_task("memsync.ingest", args=[[bad]], queue=INGEST_QUEUE)
-    app.send_task("memsync.ingest", args=[{"not": "a list"}], queue=INGEST_QUEUE)
+    send_task(settings.broker_url, "memsync.ingest", [bad])
+    send_task(settings.broker_url, "memsync.ingest", {"not": "a list"})
     # Bytes that are not even a Celery message.
     redis.Redis.from_url(settings.broker_url).lpush(INGEST_QUEUE, b"\x00not json{")
 
