@@ -1,8 +1,10 @@
-"""The Redis transport with one guard: a queue item kombu cannot read is set aside, not fatal.
+"""The Redis transport with two guards, each against an error that stops a stock worker.
 
-Stock kombu raises out of the consumer loop on an item that is not a JSON message envelope, and
-the worker stops ("Unrecoverable error"). Here such an item goes, as text, to the dead-letter
-store with the reason, and the worker goes on with the next message.
+1. A queue item that is not a JSON message envelope makes kombu raise out of the consumer loop
+   ("Unrecoverable error"). Here it goes, as text, to the dead-letter store with the reason.
+2. A second broker connection loss can make kombu fail while restoring unacked messages on a
+   half-closed channel. Here that restore is skipped; the messages stay in Redis and return
+   after the visibility timeout.
 """
 
 from __future__ import annotations
@@ -69,7 +71,28 @@ class GuardedRedis(redis.Redis):
             log.error("unreadable queue item dead-lettered as %s: %s", letters[0].id, reason)
 
 
+class QoS(kombu_redis.QoS):
+    def restore_unacked(self, client: Any = None) -> Any:
+        try:
+            return super().restore_unacked(client)
+        except AttributeError:
+            # After a connection loss the consumer may close a channel whose connection info is
+            # already gone, and kombu then fails here, which stops the worker. The messages are
+            # still in Redis's unacked set and come back after the visibility timeout.
+            delivered = self._delivered
+            log.warning(
+                "could not restore %d unacked message(s) at disconnect; they return after the "
+                "visibility timeout",
+                len(delivered or ()),
+            )
+            if delivered is not None:
+                delivered.clear()
+            return None
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+
     def _get_client(self) -> Any:
         client = super()._get_client()  # type: ignore[misc]
         # A global key prefix needs kombu's own client class; keep it untouched then.
