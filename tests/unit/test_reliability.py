@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from celery.exceptions import Reject
 
 from pipeline.errors import GraphUnavailable, InvalidEvent
+from workers import runtime
 from workers.celeryconfig import celery_config, delivery_problems
 from workers.deadletter import identify, letter_id, letters_for
 from workers.replay import parse_duration
+from workers.services import free_port
 from workers.settings import Settings
+from workers.tasks import ingest
 
 
 def test_sync_letters_split_per_job_with_their_own_key() -> None:
@@ -96,3 +100,15 @@ def test_retry_settings_reach_both_tasks() -> None:
     assert conf["task_annotations"]["memsync.ingest"]["max_retries"] == 2
     assert conf["broker_transport_options"]["visibility_timeout"] == 3600
     assert conf["accept_content"] == ["json"] and conf["task_acks_late"] is True
+
+
+def test_unwritable_dead_letter_store_requeues_instead_of_acking() -> None:
+    """With Redis unreachable the task rejects its message with requeue: it is not acked away."""
+    runtime.configure(Settings(broker_url=f"redis://127.0.0.1:{free_port()}/0", broker_timeout=0.5))
+    try:
+        with pytest.raises(Reject) as info:
+            ingest.dead_letter([{"tenant": "t", "event_id": "e1"}], InvalidEvent("x", "bad"))
+        assert info.value.requeue is True  # type: ignore[attr-defined]  # missing from the stubs
+    finally:
+        runtime.configure(Settings())
+        runtime.close()
