@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -49,6 +50,10 @@ def graph() -> GraphStore:
     global _graph, _graph_pid
     s = settings()
     with _lock:
+        if _graph is not None and _graph.broken and _graph_pid == os.getpid():
+            with contextlib.suppress(Exception):  # it is being discarded because it is broken
+                _graph.close()
+            _graph = None
         if _graph is None or _graph_pid != os.getpid():
             _graph = GraphStore.connect(
                 s.neo4j_uri,

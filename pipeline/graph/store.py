@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import neo4j
 from neo4j import Driver, GraphDatabase
@@ -19,6 +19,12 @@ class GraphStore:
 
     driver: Driver
     database: str
+    # Set when a connection was left in an undefined state; the owner should build a new store.
+    health: dict[str, bool] = field(default_factory=lambda: {"broken": False})
+
+    @property
+    def broken(self) -> bool:
+        return self.health["broken"]
 
     @classmethod
     def connect(
@@ -51,6 +57,11 @@ class GraphStore:
         except (ServiceUnavailable, SessionExpired, TransientError) as exc:
             # Reaching here means the driver's own retries (for writes) are already spent.
             raise GraphUnavailable(f"Neo4j unavailable: {exc}") from exc
+        except (BufferError, OSError) as exc:
+            # A read interrupted mid-message (a task cancelled on broker loss, say) can leave a
+            # pooled connection unusable; drop the whole driver and let the retry start afresh.
+            self.health["broken"] = True
+            raise GraphUnavailable(f"Neo4j connection in a bad state: {exc!r}") from exc
 
     def close(self) -> None:
         self.driver.close()
