@@ -1,0 +1,247 @@
+"""Stage 5a: read memory items (preferences, facts, agreements, obligations) out of a turn.
+
+Pure functions: the rules in pipeline.rules find candidates in each message's text, and this stage
+resolves "I", "you", names and @handles to the turn's participants and dates to UTC times.
+"""
+
+from __future__ import annotations
+
+import re
+from calendar import monthrange
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import dateparser
+
+from pipeline.rules import Candidate, candidates
+from schemas.event import as_utc
+from schemas.memory import MemoryItem, Source
+from schemas.records import AttributedMessage, ResolvedTurn, Speaker
+
+BASE_CONFIDENCE = {
+    "preference": 0.8,
+    "fact": 0.8,
+    "agreement": 0.75,
+    "commitment": 0.75,
+    "closure": 0.7,
+}
+HEDGE_FACTOR = 0.6
+
+_TOPICS: list[tuple[str, re.Pattern[str]]] = [
+    ("health", re.compile(r"allerg|doctor|medic|health|asthma|diabet", re.I)),
+    ("seat", re.compile(r"window|aisle|seat|legroom|exit row|middle", re.I)),
+    (
+        "food",
+        re.compile(
+            r"vegan|vegetarian|meal|food|eat|coffee|tea\b|spicy|restaurant|lunch|"
+            r"dinner|breakfast|gluten|dairy|nut|pork|beef|fish|sushi|pizza|wine",
+            re.I,
+        ),
+    ),
+    ("hotel", re.compile(r"hotel|room|suite|bed\b|airbnb|check-?in|hostel", re.I)),
+    ("terms", re.compile(r"net-?\d+|terms|contract|invoice|payment|deposit|refund|sla", re.I)),
+    ("price", re.compile(r"price|cost|budget|\$|usd|eur|€|£|discount|rate|cheap|fee", re.I)),
+    (
+        "schedule",
+        re.compile(
+            r"morning|evening|afternoon|meeting|schedule|\d\s?[ap]m|monday|"
+            r"tuesday|wednesday|thursday|friday|weekend|calendar|red-?eye",
+            re.I,
+        ),
+    ),
+    (
+        "travel",
+        re.compile(
+            r"flight|airline|airport|train|travel|trip|luggage|bag|passport|visa|"
+            r"entry rules|business class|economy|reservation|booking",
+            re.I,
+        ),
+    ),
+    (
+        "work",
+        re.compile(
+            r"deploy|server|us-(?:east|west)|aws|gcp|forecast|report|manager|office|"
+            r"engineer|api|repo|kubernetes|postgres|release|deck|slides",
+            re.I,
+        ),
+    ),
+]
+
+
+class Extractor(Protocol):
+    """Anything that turns a resolved turn into memory items for one agent."""
+
+    def extract(self, turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]: ...
+
+
+class RulesExtractor:
+    """The offline extractor: English patterns, no network and no model."""
+
+    def extract(self, turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]:
+        return extract_memories(turn, agent)
+
+
+def extract_memories(turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]:
+    """Every memory item in the turn, as `agent` would read it (no lens filtering here)."""
+    items: list[MemoryItem] = []
+    by_key = {p.key: p for p in turn.participants}
+    for message in turn.messages:
+        speaker = by_key.get(message.speaker_key)
+        if speaker is None or message.role not in ("human", "ai"):
+            continue
+        other = _dm_partner(turn, speaker, agent)
+        addressee = _addressee(message.content, turn.participants, speaker) or other
+        for candidate in candidates(message.content):
+            item = _item(candidate, turn, message, speaker, addressee)
+            if item is not None:
+                items.append(item)
+    return items
+
+
+def _item(
+    c: Candidate,
+    turn: ResolvedTurn,
+    message: AttributedMessage,
+    speaker: Speaker,
+    addressee: Speaker | None,
+) -> MemoryItem | None:
+    subject = _subject(c.subject, turn, speaker, addressee)
+    if subject is None:
+        return None
+    subject_key = subject.key if isinstance(subject, Speaker) else turn.channel.key
+    # Agents' claims are never taken at their word, even about themselves.
+    self_claim = isinstance(subject, Speaker) and subject.key == speaker.key
+    source: Source = "self_stated" if self_claim and speaker.kind == "human" else "peer_stated"
+    obligation = c.kind in ("commitment", "closure")
+    owed_to = addressee if obligation and addressee and addressee.key != speaker.key else None
+    due = resolve_due(c.due_phrase, message.created_at) if c.due_phrase else None
+    confidence = BASE_CONFIDENCE[c.kind] * (HEDGE_FACTOR if c.hedged else 1.0)
+    return MemoryItem(
+        kind=c.kind,
+        subject_key=subject_key,
+        speaker_key=speaker.key,
+        evidence_key=message.key,
+        source=source,
+        predicate=c.predicate,
+        value=c.value,
+        text=_text(c, turn, subject, owed_to, due),
+        topic=topic_of(f"{c.predicate} {c.value}"),
+        negated=c.negated,
+        hedged=c.hedged,
+        confidence=round(confidence, 3),
+        stated_at=message.created_at,
+        owed_by_key=speaker.key if obligation else None,
+        owed_to_key=owed_to.key if owed_to else None,
+        due=due,
+    )
+
+
+def _subject(
+    ref: str, turn: ResolvedTurn, speaker: Speaker, addressee: Speaker | None
+) -> Speaker | str | None:
+    if ref == "speaker":
+        return speaker
+    if ref == "channel":
+        return "channel"
+    if ref == "other":
+        return addressee
+    return _named(ref.removeprefix("name:"), turn.participants, speaker)
+
+
+def _dm_partner(turn: ResolvedTurn, speaker: Speaker, agent: Speaker) -> Speaker | None:
+    """In a DM, the one participant who is not the speaker ("you")."""
+    if turn.channel.kind != "dm":
+        return None
+    others = [p for p in turn.participants if p.key != speaker.key]
+    if len(others) == 1:
+        return others[0]
+    return agent if agent.key != speaker.key and agent in others else None
+
+
+def _named(word: str, participants: list[Speaker], speaker: Speaker) -> Speaker | None:
+    word = word.lower()
+    for p in participants:
+        if p.key == speaker.key:
+            continue
+        if word == f"@{p.handle.lower()}" or word.lstrip("@") == p.display_name.lower():
+            return p
+        if word == p.display_name.lower().split()[0]:
+            return p
+    return None
+
+
+def _addressee(text: str, participants: list[Speaker], speaker: Speaker) -> Speaker | None:
+    """The first other participant named or @-mentioned in the message."""
+    best: tuple[int, Speaker] | None = None
+    for p in participants:
+        if p.key == speaker.key:
+            continue
+        names = [re.escape(f"@{p.handle}"), rf"\b{re.escape(p.display_name)}\b"]
+        m = re.search("|".join(names), text, re.IGNORECASE)
+        if m and (best is None or m.start() < best[0]):
+            best = (m.start(), p)
+    return best[1] if best else None
+
+
+def topic_of(text: str) -> str | None:
+    return next((name for name, pattern in _TOPICS if pattern.search(text)), None)
+
+
+def resolve_due(phrase: str, stated_at: datetime) -> datetime | None:
+    """A date phrase ("by Friday", "EOD", "the 15th") as a UTC time after the message time."""
+    base = as_utc(stated_at)
+    phrase = phrase.lower().strip()
+    if phrase in ("eod", "cob", "end of day", "end of the day", "today", "later today"):
+        return base.replace(hour=max(base.hour, 17), minute=0, second=0, microsecond=0)
+    if phrase in ("eow", "end of week", "end of the week"):
+        days = (4 - base.weekday()) % 7
+        return (base + timedelta(days=days)).replace(hour=17, minute=0, second=0, microsecond=0)
+    if phrase in ("end of month", "end of the month"):
+        last = monthrange(base.year, base.month)[1]
+        return base.replace(day=last, hour=17, minute=0, second=0, microsecond=0)
+    day_of_month = re.fullmatch(r"the (\d{1,2})(?:st|nd|rd|th)", phrase)
+    if day_of_month:
+        day = int(day_of_month.group(1))
+        year, month = (base.year, base.month) if day >= base.day else _next_month(base)
+        if day > monthrange(year, month)[1]:
+            return None
+        return base.replace(year=year, month=month, day=day, hour=17, minute=0, second=0)
+    settings = {
+        "PREFER_DATES_FROM": "future",
+        "RELATIVE_BASE": base.replace(tzinfo=None),
+        "TIMEZONE": "UTC",
+        "TO_TIMEZONE": "UTC",
+        "RETURN_AS_TIMEZONE_AWARE": True,
+    }
+    parsed = dateparser.parse(phrase, languages=["en"], settings=settings)
+    return as_utc(parsed) if isinstance(parsed, datetime) else None
+
+
+def _next_month(base: datetime) -> tuple[int, int]:
+    return (base.year + 1, 1) if base.month == 12 else (base.year, base.month + 1)
+
+
+def _text(
+    c: Candidate,
+    turn: ResolvedTurn,
+    subject: Speaker | str,
+    owed_to: Speaker | None,
+    due: datetime | None,
+) -> str:
+    """One line a reader understands without the graph: labels, not keys."""
+    hedge = " (hedged)" if c.hedged else ""
+    if isinstance(subject, str):
+        where = turn.channel.title or turn.channel.id
+        return f"Agreed in {where}: {c.value or '(previous proposal)'}{hedge}"
+    who = subject.label
+    if c.kind == "commitment":
+        to = f" to {owed_to.label}" if owed_to else ""
+        when = f" by {due.date().isoformat()}" if due else ""
+        return f"{who} committed{to}: {c.value}{when}{hedge}"
+    if c.kind == "closure":
+        verb = "cancelled" if c.predicate == "cancels" else "completed"
+        return f"{who} {verb}: {c.value or '(open commitment)'}{hedge}"
+    predicate = c.predicate.replace("_", " ")
+    if c.kind == "fact" and c.predicate not in ("lives_in", "works_at", "deploys_to", "uses"):
+        return f"{who}'s {predicate} is {c.value}{hedge}"
+    return f"{who} {predicate} {c.value}{hedge}"
