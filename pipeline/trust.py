@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
-from schemas.records import ResolvedTurn, Speaker, TrustDecision, TrustedTurn
+from schemas.event import TurnEvent
+from schemas.keys import participant_key
+from schemas.records import ResolvedTurn, Speaker, TrustDecision, TrustedTurn, TrustEntry
 
 TrustMode = Literal["strict", "open"]
 
@@ -17,10 +19,7 @@ class TrustPolicy(Protocol):
 
 
 class ChannelTrustPolicy:
-    """Public channels and anonymous humans make a conversation untrusted for every agent.
-
-    `strict` and `open` behave the same until a trust directory exists to tell them apart.
-    """
+    """Public channels and anonymous humans make a conversation untrusted for every agent."""
 
     def __init__(self, mode: TrustMode = "strict") -> None:
         self.mode = mode
@@ -33,6 +32,53 @@ class ChannelTrustPolicy:
         if not turn.messages:
             return TrustDecision(agent_key=agent.key, trusted=False, reason="no_messages")
         return TrustDecision(agent_key=agent.key, trusted=True, reason="trusted")
+
+
+class DirectoryTrustPolicy:
+    """The channel rules, then, in strict mode, the trust directory.
+
+    Strict: a turn is trusted for agent A only if every human in it is A's owner, or is trusted
+    by A, or by A's owner. Open: the channel rules alone (for single-user installs).
+    `directory` maps participant keys (agents and owners) to whom they trust; an agent's owner
+    comes from the event, else from the directory.
+    """
+
+    def __init__(self, mode: TrustMode, directory: Mapping[str, TrustEntry]) -> None:
+        self.mode = mode
+        self.directory = directory
+        self.channel_rules = ChannelTrustPolicy(mode)
+
+    def decide(self, turn: ResolvedTurn, agent: Speaker) -> TrustDecision:
+        decision = self.channel_rules.decide(turn, agent)
+        if not decision.trusted or self.mode == "open":
+            return decision
+        entry = self.directory.get(agent.key)
+        owner = (
+            participant_key(turn.tenant, agent.owner_id)
+            if agent.owner_id
+            else (entry.owner if entry else None)
+        )
+        trusted = set(entry.trusted) if entry else set()
+        if owner is not None:
+            trusted.add(owner)
+            owner_entry = self.directory.get(owner)
+            if owner_entry is not None:
+                trusted |= owner_entry.trusted
+        humans = {p.key for p in turn.participants if p.kind == "human"}
+        if humans <= trusted:
+            return decision
+        return TrustDecision(agent_key=agent.key, trusted=False, reason="untrusted_participant")
+
+
+def trusters(events: Sequence[TurnEvent]) -> set[str]:
+    """Participant keys whose grants the strict check may consult: agents and their owners."""
+    keys: set[str] = set()
+    for event in events:
+        for agent in event.agents:
+            keys.add(participant_key(event.tenant, agent.id))
+            if agent.owner_id:
+                keys.add(participant_key(event.tenant, agent.owner_id))
+    return keys
 
 
 def check_trust(turns: Sequence[ResolvedTurn], policy: TrustPolicy) -> list[TrustedTurn]:

@@ -101,7 +101,17 @@ class ResolvedTurn(_Record):
         return [p for p in self.participants if p.kind == "agent"]
 
 
-TrustReason = Literal["trusted", "public_channel", "anonymous_participant", "no_messages"]
+TrustReason = Literal[
+    "trusted", "public_channel", "anonymous_participant", "no_messages", "untrusted_participant"
+]
+
+
+class TrustEntry(_Record):
+    """What the trust check needs about one truster: whom it trusts, and its owner if an agent."""
+
+    key: str
+    trusted: frozenset[str]
+    owner: str | None = None
 
 
 class TrustDecision(_Record):

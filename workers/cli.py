@@ -1,4 +1,4 @@
-"""The `memsync` command line: worker, emit, graph, recall, dlq, spool, services, stats, demo."""
+"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InvalidEvent, MemsyncError
+from pipeline.graph.directory import grant_trust, list_trust, revoke_trust
+from pipeline.graph.model import TRUST_KINDS
 from pipeline.graph.reader import recall
 from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
@@ -76,6 +78,19 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(handler=_stats)
 
+    _add_dlq(sub)
+    _add_trust(sub)
+
+    spool = sub.add_parser("spool", help="the producer's local spool")
+    spool.add_argument("action", choices=["status", "flush"])
+    spool.set_defaults(handler=_spool)
+
+    demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _add_dlq(sub: Any) -> None:
     dlq = sub.add_parser("dlq", help="the dead-letter store")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
     dlq_list = dlq_sub.add_parser("list", help="entries, oldest failure first")
@@ -94,13 +109,23 @@ def _parser() -> argparse.ArgumentParser:
     dlq_purge.add_argument("--older-than", default=None, help="e.g. 7d, 12h, 30m")
     dlq_purge.set_defaults(handler=_dlq_purge)
 
-    spool = sub.add_parser("spool", help="the producer's local spool")
-    spool.add_argument("action", choices=["status", "flush"])
-    spool.set_defaults(handler=_spool)
 
-    demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
-    demo.set_defaults(handler=_demo)
-    return parser
+def _add_trust(sub: Any) -> None:
+    trust = sub.add_parser("trust", help="the trust directory (strict mode)")
+    trust_sub = trust.add_subparsers(dest="trust_command", required=True)
+    for name, text in (("grant", "TRUSTER trusts TRUSTEE"), ("revoke", "remove a grant")):
+        cmd = trust_sub.add_parser(name, help=text)
+        cmd.add_argument("truster", help="agent id, or a human owner's id")
+        cmd.add_argument("trustee", help="participant id")
+        cmd.add_argument("--tenant", default="default")
+        if name == "grant":
+            cmd.add_argument("--as", dest="as_", default="connected", choices=TRUST_KINDS)
+        cmd.set_defaults(handler=_trust)
+    trust_list = trust_sub.add_parser("list", help="grants, optionally of one truster")
+    trust_list.add_argument("--truster", default=None)
+    trust_list.add_argument("--tenant", default="default")
+    trust_list.add_argument("--json", action="store_true")
+    trust_list.set_defaults(handler=_trust)
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -275,6 +300,24 @@ def _dlq_purge(args: argparse.Namespace, settings: Settings) -> int:
             print(f"memsync: {exc}", file=sys.stderr)
             return 2
     print(f"purged {store.remove(ids)} dead letter(s)")
+    return 0
+
+
+def _trust(args: argparse.Namespace, settings: Settings) -> int:
+    graph = runtime.graph()
+    if args.trust_command == "grant":
+        grant_trust(graph, args.tenant, args.truster, args.trustee, args.as_)
+        print(f"{args.truster} trusts {args.trustee} as {args.as_}")
+        return 0
+    if args.trust_command == "revoke":
+        revoked = revoke_trust(graph, args.tenant, args.truster, args.trustee)
+        print(f"revoked: {args.truster} -> {args.trustee}" if revoked else "no such grant")
+        return 0 if revoked else 1
+    edges = list_trust(graph, args.tenant, args.truster)
+    if args.json:
+        print(json.dumps([e.model_dump() for e in edges], indent=2))
+    for e in [] if args.json else edges:
+        print(f"{e.truster} -> {e.trustee} as {e.as_} (since {e.granted_at})")
     return 0
 
 

@@ -6,13 +6,17 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Sequence
+from typing import TypeVar
 
 import redis
 
+from pipeline.graph.directory import lookup_trust
 from pipeline.graph.reader import lookup_participants
 from pipeline.graph.store import GraphStore
-from pipeline.trust import ChannelTrustPolicy, TrustPolicy
-from schemas.records import KnownParticipant
+from pipeline.trust import DirectoryTrustPolicy, TrustPolicy, trusters
+from schemas.event import TurnEvent
+from schemas.records import KnownParticipant, TrustEntry
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
 from workers.settings import Settings
@@ -24,6 +28,8 @@ _graph_pid: int | None = None
 _redis: redis.Redis | None = None
 _redis_pid: int | None = None
 _names: dict[str, tuple[float, KnownParticipant]] = {}
+_trust: dict[str, tuple[float, TrustEntry]] = {}
+V = TypeVar("V")
 
 
 def configure(settings: Settings) -> None:
@@ -90,18 +96,46 @@ def deadletters() -> DeadLetterStore:
     return DeadLetterStore(redis_client())
 
 
-def trust_policy() -> TrustPolicy:
-    return ChannelTrustPolicy(settings().trust_mode)
+def trust_policy(events: Sequence[TurnEvent]) -> TrustPolicy:
+    """The configured trust rule, with the directory entries these events' agents need."""
+    mode = settings().trust_mode
+    if mode == "open":
+        return DirectoryTrustPolicy(mode, {})
+    return DirectoryTrustPolicy(mode, trust_entries(trusters(events)))
+
+
+def trust_entries(keys: set[str]) -> dict[str, TrustEntry]:
+    """Trust entries from a short-lived cache (MEMSYNC_TRUST_CACHE_SECONDS), else the graph.
+
+    Owners known only from the graph are looked up too, so their grants count.
+    """
+    found = _cached(_trust, keys, settings().trust_cache_seconds)
+    missing = keys - found.keys()
+    if missing:
+        fetched = lookup_trust(graph(), missing)
+        owners = {e.owner for e in fetched.values() if e.owner} - keys - found.keys()
+        if owners:
+            fetched.update(lookup_trust(graph(), owners))
+        now = time.monotonic()
+        for key in missing | owners:
+            entry = fetched.get(key) or TrustEntry(key=key, trusted=frozenset())
+            _trust[key] = (now, entry)
+            found[key] = entry
+    return found
+
+
+def _cached(cache: dict[str, tuple[float, V]], keys: set[str], ttl: float) -> dict[str, V]:
+    now = time.monotonic()
+    return {k: cache[k][1] for k in keys if k in cache and now - cache[k][0] < ttl}
 
 
 def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
     """Names for participants sent by id alone: from a short-lived cache, else from the graph."""
-    ttl = settings().names_cache_seconds
-    now = time.monotonic()
-    found = {k: v for k, (at, v) in _names.items() if k in keys and now - at < ttl}
+    found = _cached(_names, keys, settings().names_cache_seconds)
     missing = keys - found.keys()
     if missing:
         fetched = lookup_participants(graph(), missing)
+        now = time.monotonic()
         for key, known in fetched.items():
             _names[key] = (now, known)
         found.update(fetched)
@@ -115,6 +149,7 @@ def reset() -> None:
         _graph, _graph_pid = None, None
         _redis, _redis_pid = None, None
         _names.clear()
+        _trust.clear()
 
 
 def close() -> None:

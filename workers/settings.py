@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max: int = Field(default=600, ge=1)
     names_cache_seconds: float = Field(default=300.0, ge=0)
+    trust_cache_seconds: float = Field(default=30.0, ge=0)
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
     neo4j_connect_timeout: float = Field(default=10.0, gt=0)
 

@@ -75,7 +75,8 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         self.dead_letter([raw], error)
     parsed = [event for _, event in good]
     known = briefly(runtime.known_names, names_needed(parsed))
-    outcome = ingest_turns(parsed, known, runtime.trust_policy())
+    policy = briefly(runtime.trust_policy, parsed)
+    outcome = ingest_turns(parsed, known, policy)
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
     briefly(runtime.ledger().accept, outcome.accounts)
     for jobs in group_by_agent(outcome.jobs).values():

@@ -12,8 +12,10 @@ from pipeline.graph.model import (
     IN,
     KEYED_LABELS,
     OBSERVED,
+    OWNED_BY,
     PARTICIPANT,
     SAID,
+    TRUSTS,
 )
 
 # -- schema -------------------------------------------------------------------------------------
@@ -53,6 +55,15 @@ MATCH (p:{PARTICIPANT} {{key: key}})
 SET p:{AGENT}
 """
 
+MERGE_OWNERS: Final = f"""
+UNWIND $rows AS row
+MATCH (a:{AGENT} {{key: row.agent_key}})
+MERGE (o:{PARTICIPANT} {{key: row.owner_key}})
+ON CREATE SET o.tenant = row.tenant, o.id = row.owner_id, o.kind = 'human'
+SET a.owner_key = row.owner_key
+MERGE (a)-[:{OWNED_BY}]->(o)
+"""
+
 MERGE_CHANNELS: Final = f"""
 UNWIND $rows AS row
 MERGE (c:{CHANNEL} {{key: row.key}})
@@ -77,6 +88,38 @@ MATCH (a:{AGENT} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
 MERGE (a)-[r:{OBSERVED}]->(e)
 ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+"""
+
+# -- trust directory ------------------------------------------------------------------------------
+
+GRANT_TRUST: Final = f"""
+MERGE (t:{PARTICIPANT} {{key: $truster_key}})
+ON CREATE SET t.tenant = $tenant, t.id = $truster_id
+MERGE (p:{PARTICIPANT} {{key: $trustee_key}})
+ON CREATE SET p.tenant = $tenant, p.id = $trustee_id
+MERGE (t)-[r:{TRUSTS}]->(p)
+SET r.as = $kind, r.granted_at = datetime()
+"""
+
+REVOKE_TRUST: Final = f"""
+MATCH (:{PARTICIPANT} {{key: $truster_key}})-[r:{TRUSTS}]->(:{PARTICIPANT} {{key: $trustee_key}})
+DELETE r
+RETURN count(r) AS revoked
+"""
+
+LIST_TRUST: Final = f"""
+MATCH (t:{PARTICIPANT} {{tenant: $tenant}})-[r:{TRUSTS}]->(p:{PARTICIPANT})
+WHERE $truster_key IS NULL OR t.key = $truster_key
+RETURN t.id AS truster, p.id AS trustee, r.as AS as, toString(r.granted_at) AS granted_at
+ORDER BY truster, trustee
+"""
+
+LOOKUP_TRUST: Final = f"""
+UNWIND $keys AS key
+MATCH (t:{PARTICIPANT} {{key: key}})
+OPTIONAL MATCH (t)-[:{TRUSTS}]->(p:{PARTICIPANT})
+OPTIONAL MATCH (t)-[:{OWNED_BY}]->(o:{PARTICIPANT})
+RETURN t.key AS key, collect(DISTINCT p.key) AS trusted, head(collect(DISTINCT o.key)) AS owner
 """
 
 # -- read side ------------------------------------------------------------------------------------

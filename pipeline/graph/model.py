@@ -15,6 +15,11 @@ SUMMARY: Final = "Summary"
 SAID: Final = "SAID"
 IN: Final = "IN"
 OBSERVED: Final = "OBSERVED"
+TRUSTS: Final = "TRUSTS"
+OWNED_BY: Final = "OWNED_BY"
+
+# The ways one participant may trust another (the `as` property of TRUSTS).
+TRUST_KINDS: Final = ("friend", "team", "connected")
 
 # Every node label whose `key` carries a uniqueness constraint.
 KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, SUMMARY)

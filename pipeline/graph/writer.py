@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
 from pipeline.graph.store import GraphStore
+from schemas.keys import participant_key
 from schemas.records import SyncJob
 
 Rows = list[dict[str, Any]]
@@ -23,6 +24,7 @@ class SyncBatch(BaseModel):
 
     participants: Rows
     agents: list[str]
+    owners: Rows
     channels: Rows
     episodes: Rows
     observed: Rows
@@ -36,6 +38,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
     episodes: dict[str, dict[str, Any]] = {}
     observed: dict[tuple[str, str], dict[str, Any]] = {}
     agents: set[str] = set()
+    owners: dict[str, dict[str, Any]] = {}
     for job in jobs:
         agents.add(job.agent.key)
         for p in job.participants:
@@ -55,6 +58,13 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
                 participants[p.key] = row
             if p.kind == "agent":
                 agents.add(p.key)
+                if p.owner_id is not None:
+                    owners[p.key] = {
+                        "agent_key": p.key,
+                        "owner_key": participant_key(job.tenant, p.owner_id),
+                        "owner_id": p.owner_id,
+                        "tenant": job.tenant,
+                    }
         channels[job.channel.key] = {
             "key": job.channel.key,
             "tenant": job.tenant,
@@ -83,6 +93,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
     return SyncBatch(
         participants=[participants[k] for k in sorted(participants)],
         agents=sorted(agents),
+        owners=[owners[k] for k in sorted(owners)],
         channels=[channels[k] for k in sorted(channels)],
         episodes=[episodes[k] for k in sorted(episodes)],
         observed=[observed[k] for k in sorted(observed)],
@@ -103,6 +114,7 @@ def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch) -> None:
     # The driver may call this again after a transient failure: it only MERGEs, so that is safe.
     tx.run(cypher.MERGE_PARTICIPANTS, rows=batch.participants).consume()
     tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
+    tx.run(cypher.MERGE_OWNERS, rows=batch.owners).consume()
     tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
     tx.run(cypher.MERGE_EPISODES, rows=batch.episodes).consume()
     tx.run(cypher.MERGE_OBSERVED, rows=batch.observed).consume()

@@ -72,6 +72,7 @@ def settings(broker_url: str, neo4j_uri: str, tmp_path_factory: pytest.TempPathF
         neo4j_password=os.environ.get("MEMSYNC_TEST_NEO4J_PASSWORD"),
         producer_batch=20,
         spool_dir=tmp_path_factory.mktemp("spool"),
+        trust_cache_seconds=1.0,
     )
 
 

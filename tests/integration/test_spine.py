@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 import redis
 
 from pipeline.errors import InvalidEvent
+from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import recall, tenant_counts, tenant_episodes
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
@@ -125,6 +127,15 @@ def dm_turn(tenant: str) -> Any:
     )
 
 
+def grant_group_trust(graph: GraphStore, tenant: str) -> None:
+    """Strict mode: Devon (the Travel Agent's owner) vouches for his group; Finance, which has
+    no owner, trusts each human itself."""
+    for person in ("u-sarah", "u-priya"):
+        grant_trust(graph, tenant, "u-devon", person, "team")
+    for person in ("u-devon", "u-sarah", "u-priya"):
+        grant_trust(graph, tenant, "a-finance", person, "connected")
+
+
 def emit_and_wait(producer: Producer, ledger: Ledger, events: list[Any]) -> None:
     for e in events:
         producer.emit(e)
@@ -157,6 +168,7 @@ def snapshot(graph: GraphStore, tenant: str) -> dict[str, tuple[str, str, str, l
 def test_group_conversation_builds_the_exact_graph(
     worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
 ) -> None:
+    grant_group_trust(graph, tenant)
     emit_and_wait(producer, ledger, [group_turn(tenant), public_turn(tenant), dm_turn(tenant)])
     # Sent after the first turn is in the graph, so Sarah's name must come from the graph.
     emit_and_wait(producer, ledger, [overlapping_turn(tenant)])
@@ -253,6 +265,7 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_emit_wait_then_recall(
     worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
 ) -> None:
+    grant_group_trust(graph, tenant)
     path = tmp_path / "turns.jsonl"
     turns = [group_turn(tenant), public_turn(tenant), dm_turn(tenant)]
     path.write_text("".join(json.dumps(t) + "\n" for t in turns))
@@ -293,3 +306,38 @@ def test_worker_env_carries_settings(settings: Settings) -> None:
     assert env["MEMSYNC_BROKER_URL"] == settings.broker_url
     assert env["MEMSYNC_NEO4J_URI"] == settings.neo4j_uri
     assert "MEMSYNC_NEO4J_PASSWORD" not in env or os.environ.get("MEMSYNC_TEST_NEO4J_PASSWORD")
+
+
+def test_strict_trust_and_revocation(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    producer: Producer,
+    ledger: Ledger,
+    tenant: str,
+) -> None:
+    """Without grants a group is untrusted; a grant lets memory in; a revocation stops it."""
+    emit_and_wait(producer, ledger, [group_turn(tenant)])
+    assert tenant_counts(graph, tenant)["observed"] == 0  # strict: Sarah and Priya are strangers
+
+    grant_group_trust(graph, tenant)
+    granted = run_cli(settings, "trust", "grant", "a-travel", "u-priya", "--tenant", tenant)
+    assert granted.returncode == 0, granted.stderr
+    listed = run_cli(settings, "trust", "list", "--tenant", tenant, "--json")
+    edges = {(e["truster"], e["trustee"], e["as_"]) for e in json.loads(listed.stdout)}
+    assert ("u-devon", "u-sarah", "team") in edges and ("a-travel", "u-priya", "connected") in edges
+    time.sleep(1.5)  # the workers' trust cache lives 1 s in this suite
+    second = group_turn(tenant)
+    second["event_id"] = "ev-a2"
+    emit_and_wait(producer, ledger, [second])
+    assert tenant_counts(graph, tenant)["observed"] == 8  # 4 kept messages x 2 agents
+
+    revoked = run_cli(settings, "trust", "revoke", "a-finance", "u-sarah", "--tenant", tenant)
+    assert revoked.returncode == 0 and "revoked" in revoked.stdout
+    time.sleep(1.5)
+    third = overlapping_turn(tenant)
+    third["event_id"] = "ev-b2"
+    emit_and_wait(producer, ledger, [third])
+    observers = {e.id: e.observers for e in tenant_episodes(graph, tenant)}
+    assert observers["g9"] == ["a-travel"]  # Finance no longer trusts Sarah: nothing new for it
+    assert observers["g2"] == ["a-finance", "a-travel"]  # what it already knew stays
