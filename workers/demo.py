@@ -7,6 +7,7 @@ import tempfile
 from importlib.resources import files
 from pathlib import Path
 
+from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import list_agents, recall
 from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
@@ -24,7 +25,18 @@ REASONS = {
     "public_channel": "public channel: untrusted",
     "anonymous_participant": "an anonymous human is present: untrusted",
     "no_messages": "nothing left to remember after filtering",
+    "untrusted_participant": "a human neither the agent nor its owner trusts: untrusted",
 }
+
+# Who vouches for whom in the demo (strict mode): owners vouch for the people they work with.
+DEMO_TRUST = (
+    ("u-devon", "u-sarah", "team"),
+    ("u-devon", "u-priya", "team"),
+    ("u-sarah", "u-devon", "team"),
+    ("u-sarah", "u-priya", "team"),
+    ("u-sarah", "u-sam-k", "connected"),
+    ("u-sarah", "u-sam-o", "connected"),
+)
 
 
 def demo_events() -> list[TurnEvent]:
@@ -76,13 +88,17 @@ def run_demo(settings: Settings) -> int:
 
 def _play(settings: Settings) -> int:
     events = demo_events()
+    tenant = events[0].tenant
+    print(f"\ntrust mode {settings.trust_mode}; grants:")
+    for truster, trustee, kind in DEMO_TRUST:
+        grant_trust(runtime.graph(), tenant, truster, trustee, kind)
+        print(f"  {truster} trusts {trustee} as {kind}")
     producer = Producer(settings)
     for event in events:
         producer.emit(event)
     producer.close(timeout=30)
     statuses = runtime.ledger().wait([(e.tenant, e.event_id) for e in events], timeout=120)
     unfinished = [s.event_id for s in statuses if not s.finished]
-    tenant = events[0].tenant
     humans = {p.id for e in events for p in e.participants if p.kind == "human"}
     agents = {p.id for e in events for p in e.participants if p.kind == "agent"}
     channels = {e.channel.id for e in events}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -53,14 +54,17 @@ def msg(mid: str, role: str, sender: str, content: str | None, minute: int, **ex
 
 
 def event(tenant: str, eid: str, channel: Any, participants: Any, messages: Any) -> Any:
-    return {
-        "schema_version": 1,
-        "event_id": eid,
-        "tenant": tenant,
-        "channel": channel,
-        "participants": participants,
-        "messages": messages,
-    }
+    # Deep copies, so a test that breaks one event cannot break the shared constants.
+    return copy.deepcopy(
+        {
+            "schema_version": 1,
+            "event_id": eid,
+            "tenant": tenant,
+            "channel": channel,
+            "participants": participants,
+            "messages": messages,
+        }
+    )
 
 
 GROUP = {"id": "ch-group", "kind": "group", "title": "Trip planning"}
