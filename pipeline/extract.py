@@ -13,7 +13,8 @@ from typing import Protocol
 
 import dateparser
 
-from pipeline.rules import Candidate, candidates
+from pipeline.patterns import Candidate
+from pipeline.rules import candidates
 from schemas.event import as_utc
 from schemas.memory import MemoryItem, Source
 from schemas.records import AttributedMessage, ResolvedTurn, Speaker

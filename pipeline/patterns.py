@@ -1,0 +1,383 @@
+"""English chat patterns, compiled once at import, for the rules extractor in rules.py."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from schemas.memory import MemoryKind
+
+I = re.IGNORECASE  # noqa: E741
+
+# A value runs lazily up to punctuation or a word that starts a new clause.
+_STOP = (
+    r"(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\s-\s|\b(?:but|because|since|though|although|if|unless"
+    r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
+    r"|as (?:long|well|soon)|which|whenever)\b))"
+)
+V = r"(?P<v>[^,;!?()]+?)" + _STOP
+# For values followed by more pattern text rather than the end of a clause.
+_VM = r"(?P<v>[^,;!?()]+?)"
+_ADV = r"(?:(?:really|also|much|generally|usually|definitely|absolutely|just|still|totally|kinda"
+_ADV += (
+    r"|kind of|actually|honestly|personally|always|do|very much|would|'d|think i|guess i|probably"
+)
+_ADV += r"|maybe|definitely|certainly)\s+)*"
+HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|probably|possibly|i think|i guess|i believe|i suppose|might|not sure"
+    r"|pretty sure|i reckon|kinda|sort of|likely|if i remember|iirc|afaik)\b",
+    I,
+)
+FILLER = re.compile(
+    r"^(?:(?:ok(?:ay)?|alright|all right|right|yes|yeah|yep|sure|so|and|also|oh|well|hey|hi"
+    r"|hello|great|cool|perfect|thanks|thank you|update|fyi|btw|quick update|good news|um+|uh+"
+    r"|just so you know|for the record|remember|note|noted)\b[\s,.!:-]*)+",
+    I,
+)
+ADDRESS = re.compile(
+    r"^(?:@[\w.-]+\s*[,:]?\s+|(?!(?i:agreed|confirmed|decision|final|settled|decided|note|update"
+    r"|fyi|done|finished|deal)\b)[A-Z][\w.-]*\s*[,:]\s+)"
+)
+QUESTION_START = re.compile(
+    r"^(?:(?:do|does|did|can|could|would|will|are|is|should|shall|have|has|may)\s+"
+    r"(?:you|i|we|he|she|they|it|there|anyone|anybody|somebody)\b|(?:what|why|how|who|where"
+    r"|which|whats|what's|anyone|anybody)\b)",
+    I,
+)
+PRONOUN = {
+    "it",
+    "that",
+    "this",
+    "you",
+    "them",
+    "him",
+    "her",
+    "me",
+    "us",
+    "one",
+    "so",
+    "too",
+    "those",
+    "these",
+    "there",
+    "here",
+    "all",
+    "yours",
+    "it all",
+    "that one",
+    "this one",
+    "you guys",
+    "you too",
+    "you more",
+    "you less",
+    "both",
+    "some",
+    "stuff",
+    "things",
+    "everything",
+}
+TRAIL = re.compile(
+    r"(?:\s+(?:and|or|too|as well|also|anyway|anymore|lol|haha|hehe|then|now|though|either|please|"
+    r"okay|ok|really|actually|guys|man|again|more|a lot|so much|very much|the most|best))+$|"
+    r"\s*(?::\)|:d|:p|;\)|\^\^|\.\.\.)$",
+    I,
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One memory item before its subject is resolved to a participant."""
+
+    kind: MemoryKind
+    predicate: str
+    value: str
+    subject: str  # "speaker" | "other" | "channel" | "name:<token>"
+    negated: bool = False
+    hedged: bool = False
+    due_phrase: str | None = None
+
+
+def _p(pattern: str, flags: int = I) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+# --- preferences ---------------------------------------------------------------------------
+PREF: list[tuple[re.Pattern[str], str, bool]] = [
+    (_p(rf"\bi(?:'d| would)? {_ADV}(?:prefer|rather) not (?:to )?{V}"), "dislikes", True),
+    (_p(rf"\bi {_ADV}(?:prefer|favou?r)s? (?!not\b){V}"), "prefers", False),
+    (
+        _p(
+            rf"\bi(?:'d| would) {_ADV}(?:prefer|rather(?: have| take| do| go for| get| sit)?)"
+            rf" (?!not\b){V}"
+        ),
+        "prefers",
+        False,
+    ),
+    (
+        _p(
+            rf"\bi(?:'m| am) {_ADV}not (?:a |the )?(?:big |huge |great )?"
+            rf"(?:fan of|into|keen on|a fan of) {V}"
+        ),
+        "dislikes",
+        True,
+    ),
+    (
+        _p(rf"\bi(?:'m| am) {_ADV}(?:a |the )?(?:big |huge |great )?(?:fan of|into|keen on) {V}"),
+        "likes",
+        False,
+    ),
+    (
+        _p(
+            rf"\bi {_ADV}(?:don't|do not|didn't|dont|never|no longer) {_ADV}(?:like|love|enjoy"
+            rf"|care for|do) {V}"
+        ),
+        "dislikes",
+        True,
+    ),
+    (
+        _p(
+            rf"\bi {_ADV}(?:hate|loathe|detest|despise|dislike|can't stand|cannot stand|cant stand"
+            rf"|can't bear|avoid) {V}"
+        ),
+        "dislikes",
+        False,
+    ),
+    (_p(rf"\bi {_ADV}(?:like|love|enjoy|adore|dig) {V}"), "likes", False),
+    (
+        _p(
+            rf"\bi {_ADV}never (?P<v>(?:eat|drink|fly|sit|take|book|watch|travel|stay|drive|order|"
+            rf"check|use|do)\b[^,;!?()]*?){_STOP}"
+        ),
+        "dislikes",
+        True,
+    ),
+    (
+        _p(
+            rf"\bi always (?P<v>(?:eat|drink|fly|sit|take|book|travel|stay|order|get|choose|pick"
+            rf"|ask for|go for|use)\b[^,;!?()]*?){_STOP}"
+        ),
+        "prefers",
+        False,
+    ),
+    (_p(rf"^no {_VM} for me\b"), "dislikes", True),
+    (
+        _p(rf"^{_VM} (?:works?|is|would be) (?:best|better|ideal|perfect) for me\b"),
+        "prefers",
+        False,
+    ),
+    (_p(rf"^{_VM} suits me\b"), "prefers", False),
+]
+
+# --- facts about oneself -------------------------------------------------------------------
+_NAME_WORD = r"[A-Z][a-z'-]+(?: [A-Z][a-z'-]+)?"
+NOT_NAMES = {
+    "Sorry",
+    "Fine",
+    "Good",
+    "Ok",
+    "Okay",
+    "Not",
+    "So",
+    "Just",
+    "Really",
+    "Here",
+    "Back",
+    "Glad",
+    "Happy",
+    "Sure",
+    "Afraid",
+    "Going",
+    "Gonna",
+    "Trying",
+    "Still",
+    "Also",
+    "Very",
+    "Done",
+    "Having",
+    "Looking",
+    "Calling",
+    "Contacting",
+    "Ready",
+    "Pretty",
+    "Kinda",
+    "New",
+    "Home",
+    "Excited",
+    "Stuck",
+    "Fairly",
+    "Totally",
+    "Actually",
+    "Thinking",
+    "In",
+    "On",
+    "At",
+    "With",
+    "Almost",
+    "Interested",
+    "Leaving",
+    "Working",
+    "Using",
+    "Running",
+    "Based",
+    "From",
+    "Allergic",
+    "Vegan",
+    "Vegetarian",
+    "Tired",
+    "Busy",
+    "Free",
+    "Off",
+    "Out",
+    "Late",
+    "Sick",
+    "Lost",
+    "Mrs",
+    "Mr",
+    "Dr",
+    "Curious",
+    "Wondering",
+    "Confused",
+    "Worried",
+    "Available",
+    "Planning",
+    "Hoping",
+}
+NAME_PATTERNS = [
+    _p(rf"\bmy name(?:'s| is) (?P<v>{_NAME_WORD})", 0),
+    _p(rf"\b(?:[Cc]all me|[Ii]t's|[Tt]his is) (?P<v>{_NAME_WORD})\s*(?:[,.!]|$)", 0),
+    _p(rf"\b[Ii](?:'m| am) (?P<v>{_NAME_WORD})\b(?!\s+(?:member|user|customer|client))", 0),
+]
+_DIETS = r"vegetarian|vegan|pescatarian|kosher|halal|gluten[- ]free|lactose[- ]intolerant"
+FACT: list[tuple[re.Pattern[str], str]] = [
+    (_p(rf"\bi(?:'m| am) {_ADV}allergic to {V}"), "allergy"),
+    (_p(rf"\bi (?:have|'ve got|got) (?:an? |a severe |a bad )?{_VM} allergy\b"), "allergy"),
+    (_p(rf"\bi (?:can't|cannot|cant) (?:eat|have) {V}"), "allergy"),
+    (_p(rf"\bi(?:'m| am) (?:a |an )?(?:strict )?(?P<v>{_DIETS})\b"), "diet"),
+    (_p(rf"\bi {_ADV}(?:live|reside) in {V}"), "lives_in"),
+    (_p(rf"\bi(?:'m| am) (?:currently )?(?:based|located|living|staying) in {V}"), "lives_in"),
+    (_p(rf"\bi (?:just )?moved to {V}"), "lives_in"),
+    (_p(rf"\bi(?:'m| am) (?:originally )?from {V}"), "from"),
+    (_p(rf"\bi (?:currently )?work (?:at|for) {V}"), "works_at"),
+    (_p(rf"\bi(?:'m| am) (?:currently )?(?:working|employed) (?:at|for) {V}"), "works_at"),
+    (_p(rf"\bi (?:currently )?work as (?:an? |the )?{V}"), "role"),
+    (
+        _p(
+            r"\bi(?:'m| am) (?:currently )?(?:an?|the|your) (?!(?:big|huge|great) fan|bit|little"
+            r"|lot|few|couple|fan)(?P<v>[a-z][\w -]*?(?:er|or|ist|ian|ant|ent|ee|member|manager"
+            r"|lead|head|owner|founder|admin|dev|pm|analyst|coach|chef|nurse|doctor|student|intern"
+            r"|consultant|architect|sre|cto|ceo|cfo|vp|user|customer|parent|mom|dad|teacher))\b"
+        ),
+        "role",
+    ),
+    (
+        _p(rf"\b(?:i|we) (?:usually |always |currently |mostly )?(?:deploy|ship|push) to {V}"),
+        "deploys_to",
+    ),
+    (_p(rf"\b(?:i|we)(?:'re| are)? (?:currently |mostly |personally )?(?:use|using) {V}"), "uses"),
+    (
+        _p(
+            rf"\b(?:i|we)(?:'re| are)? (?:currently |mostly )?(?:run|running|on) {V}"
+            r"(?<=\d)"
+        ),
+        "runs",
+    ),
+    (_p(rf"\b(?:i|we) (?:currently |mostly )?run {V}"), "runs"),
+]
+MY_X = _p(
+    rf"\bmy (?P<x>[a-z][\w'-]*(?: [a-z][\w'-]*){{0,3}}?)(?: is|'s| are|:| =|, it's| - it's) {V}"
+)
+KNOWN_ATTRS = re.compile(
+    r"favou?rite|email|phone|number|birthday|timezone|time zone|address|budget|rate|limit|title|"
+    r"manager|team|boss|id\b|account|handle|username|quota|tier|plan|status|language|pronouns|"
+    r"seat|diet|airport|hometown|city|wife|husband|partner|daughter|son|dog|cat|deadline|"
+    r"salary|code|region|stack|editor|distro|version|home dir|level|membership|class",
+    I,
+)
+STATE_WORDS = re.compile(
+    r"^(?:down|up|broken|slow|dead|fine|ok|okay|gone|useless|not|too|so|very|really|a mess|"
+    r"hanging|working|stuck|running|still|kinda|pretty|quite|being|getting|going|on|off|in|at)\b",
+    I,
+)
+
+# --- agreements, commitments, closures -----------------------------------------------------
+AGREE = [
+    _p(
+        rf"\bwe(?:'ve| have)? (?:all |finally |just )?(?:settled|agreed|decided|landed|aligned)"
+        rf" (?:on|upon) {V}"
+    ),
+    _p(rf"\bwe(?:'ve| have)? (?:all |finally |just )?agreed (?:to|that) {V}"),
+    _p(rf"^(?:agreed|confirmed|decision|final|settled|decided)\s*[:\-]\s*{V}"),
+    _p(rf"^(?:i(?:'m| am) |just )?confirming (?:that |the )?{V}"),
+    _p(rf"^(?:let's|lets|let us) (?:go with|go for|stick with|settle on|lock in|do|book) {V}"),
+    _p(rf"\b(?:i'll|i will|we'll|we will|i'm going to) (?:just )?(?:go|stick) with {V}"),
+    _p(rf"^{_VM} it is\s*[.!]*$"),
+]
+DEAL = _p(r"^(?:it's a |that's a |ok(?:ay)?,? |fine,? |sounds good,? )?deal\s*[.!]*$")
+COMMIT = _p(
+    r"\b(?:i'll|i will|ill|i'm going to|i am going to|i'm gonna|im gonna|i shall|let me|i promise"
+    r" to|i can have|i'm on it,? i'll)\s+(?:definitely |also |just |quickly |then |now |still "
+    r"|first |personally |gladly |happily |make sure to )*(?P<rest>[^!?;()]+)"
+)
+NOT_COMMIT = _p(
+    r"^(?:be(?! (?:in touch|there|back|sending|sharing))|need|have(?! (?:it|that|them|the)\b)"
+    r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
+    r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
+)
+CLOSE = [
+    _p(
+        rf"^(?:i(?:'ve| have)? )?(?:just |already |finally |now )?(?:sent|shared|emailed|uploaded"
+        rf"|pushed|submitted|finished|completed|delivered|posted|attached|shipped|fixed|merged"
+        rf"|filed|wrapped up|done with|taken care of|sorted) (?!you\b|it\b|that\b){V}"
+    ),
+    _p(
+        rf"^(?:i(?:'ve| have) |just |already )+(?:booked|reserved|paid|ordered|cancelled|canceled)"
+        rf" (?!you\b|it\b|that\b){V}"
+    ),
+    _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) [^,;!?()]+?){_STOP}"),
+    _p(
+        rf"^(?:the |my |your |our )?{_VM} (?:is|are|has been|have been) (?:now |all )?(?:done"
+        rf"|finished|sent|complete|completed|shipped|merged|submitted|delivered|sorted)\s*[.!]*$"
+    ),
+]
+BARE_DONE = _p(
+    r"^(?:all |it's |that's |and |its )?(?:done|finished|completed|sorted"
+    r"|taken care of)(?: and dusted)?\s*[.!]*$"
+)
+CANCEL = _p(
+    r"^(?:never\s*mind|nvm|scratch that|forget (?:it|that|about it|about that)|cancel that"
+    r"|disregard that|ignore that|no longer needed)\b"
+)
+NEED = _p(rf"\b(?:i|we) (?:don't|do not|no longer) need(?: to)? (?:the )?{V}")
+CANCEL_X = _p(rf"^(?:no need to|(?:i|we) no longer need(?: to)?|don't bother with) {V}")
+
+# --- claims about someone else ("you prefer", "Sarah is allergic to") ----------------------
+OTHER = re.compile(
+    rf"(?:^|[\s,])(?P<who>(?i:you)|@[\w.-]+|[A-Z][a-z]+)\s+(?i:(?:really |also |definitely )?"
+    rf"(?P<verb>prefers?|likes?|loves?|enjoys?|hates?|dislikes?|can't stand|(?:doesn't|does not"
+    rf"|don't|do not) (?:like|want|eat)|(?:is|are|'re) allergic to|lives? in|works? (?:at|for)"
+    rf"|(?:is|are|'re) (?:based|located) in)) {V}"
+)
+OTHER_VERB: dict[str, tuple[MemoryKind, str, bool]] = {
+    "prefer": ("preference", "prefers", False),
+    "like": ("preference", "likes", False),
+    "love": ("preference", "likes", False),
+    "enjoy": ("preference", "likes", False),
+    "hate": ("preference", "dislikes", False),
+    "dislike": ("preference", "dislikes", False),
+    "can't stand": ("preference", "dislikes", False),
+    "allergic": ("fact", "allergy", False),
+    "live": ("fact", "lives_in", False),
+    "based": ("fact", "lives_in", False),
+    "located": ("fact", "lives_in", False),
+    "work": ("fact", "works_at", False),
+}
+DUE = _p(
+    r"\s*\b(?:by|before|until|on|due|no later than|for)?\s*(?P<d>end of (?:the )?(?:day|week|month)"
+    r"|eod|eow|cob|tomorrow(?: morning| afternoon| evening| night)?|tonight|today|later today"
+    r"|this (?:afternoon|evening|morning|week(?:end)?)|next (?:week|month|\w+day)"
+    r"|(?:mon|tues|wednes|thurs|fri|satur|sun)day(?: morning| afternoon| evening| eod)?"
+    r"|noon|midnight|\d{1,2}(?::\d{2})?\s?(?:am|pm)|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
+    r"|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar"
+    r"|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|the \d{1,2}(?:st|nd|rd|th)|\d{4}-\d{2}-\d{2}"
+    r"|in (?:a |an |\d+ |two |three )?(?:days?|hours?|weeks?|minutes?))\b"
+)
