@@ -14,11 +14,13 @@ from typing import Any
 from pipeline.errors import InvalidEvent, MemsyncError
 from pipeline.graph.directory import grant_trust, list_trust, revoke_trust
 from pipeline.graph.model import TRUST_KINDS
-from pipeline.graph.reader import recall
+from pipeline.graph.reader import agent_commitments, agent_facts, recall
 from pipeline.graph.schema import init_schema
+from pipeline.graph.writer import verify_fact
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import localstack, runtime
+from workers.display import describe_memory
 from workers.progress import ProgressBar
 from workers.replay import parse_duration, replay
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_dlq(sub)
     _add_trust(sub)
+    _add_facts(sub)
 
     spool = sub.add_parser("spool", help="the producer's local spool")
     spool.add_argument("action", choices=["status", "flush"])
@@ -126,6 +129,46 @@ def _add_trust(sub: Any) -> None:
     trust_list.add_argument("--tenant", default="default")
     trust_list.add_argument("--json", action="store_true")
     trust_list.set_defaults(handler=_trust)
+
+
+def _add_facts(sub: Any) -> None:
+    facts = sub.add_parser("facts", help="what agents know: facts and commitments")
+    facts_sub = facts.add_subparsers(dest="facts_command", required=True)
+    listing = facts_sub.add_parser("list", help="an agent's facts and commitments")
+    listing.add_argument("--agent", required=True)
+    listing.add_argument("--tenant", default="default")
+    listing.add_argument("--all", action="store_true", help="include superseded facts")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=_facts)
+    verify = facts_sub.add_parser("verify", help="mark a fact verified (the only way to get it)")
+    verify.add_argument("key")
+    verify.set_defaults(handler=_facts)
+
+
+def _facts(args: argparse.Namespace, settings: Settings) -> int:
+    graph = runtime.graph()
+    if args.facts_command == "verify":
+        if verify_fact(graph, args.key):
+            print(f"verified {args.key}")
+            return 0
+        print(f"memsync: no fact {args.key}", file=sys.stderr)
+        return 1
+    facts = agent_facts(graph, args.tenant, args.agent, include_superseded=args.all)
+    commitments = agent_commitments(graph, args.tenant, args.agent)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "facts": [f.model_dump(mode="json") for f in facts],
+                    "commitments": [c.model_dump(mode="json") for c in commitments],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    for line in describe_memory(facts, commitments):
+        print(line)
+    return 0
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:

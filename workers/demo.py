@@ -8,11 +8,12 @@ from importlib.resources import files
 from pathlib import Path
 
 from pipeline.graph.directory import grant_trust
-from pipeline.graph.reader import list_agents, recall
+from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, recall
 from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import runtime, services
+from workers.display import describe_memory
 from workers.producer import Producer
 from workers.settings import Settings
 
@@ -108,11 +109,16 @@ def _play(settings: Settings) -> int:
         f"with {len(humans)} humans and {len(agents)} agents\n"
     )
     graph = runtime.graph()
+    lens_of = {p.id: p.lens for e in events for p in e.participants if p.kind == "agent"}
     for agent in list_agents(graph, tenant):
         episodes = recall(graph, tenant, agent.id, limit=100)
         print(f"== {agent.label} remembers {len(episodes)} episodes ==")
         for e in episodes:
             print(f"  #{e.channel_title or e.channel_id:<24} {e.speaker_label}: {e.content}")
+        facts = agent_facts(graph, tenant, agent.id, include_superseded=True)
+        print(f"-- and knows (lens {lens_of.get(agent.id) or 'default'}):")
+        for line in describe_memory(facts, agent_commitments(graph, tenant, agent.id)):
+            print(line)
         print()
     order = {e.event_id: i for i, e in enumerate(events)}
     print("== not remembered, and why ==")

@@ -11,9 +11,11 @@ from typing import TypeVar
 
 import redis
 
+from pipeline.extract import Extractor, RulesExtractor
 from pipeline.graph.directory import lookup_trust
 from pipeline.graph.reader import lookup_participants
 from pipeline.graph.store import GraphStore
+from pipeline.lens import BUILTIN_LENSES, Lens, parse_lenses
 from pipeline.trust import DirectoryTrustPolicy, TrustPolicy, trusters
 from schemas.event import TurnEvent
 from schemas.records import KnownParticipant, TrustEntry
@@ -29,6 +31,7 @@ _redis: redis.Redis | None = None
 _redis_pid: int | None = None
 _names: dict[str, tuple[float, KnownParticipant]] = {}
 _trust: dict[str, tuple[float, TrustEntry]] = {}
+_lenses: dict[str, Lens] | None = None
 V = TypeVar("V")
 
 
@@ -96,6 +99,20 @@ def deadletters() -> DeadLetterStore:
     return DeadLetterStore(redis_client())
 
 
+def extractor() -> Extractor:
+    """The configured extractor (MEMSYNC_EXTRACTOR); `rules` works offline."""
+    return RulesExtractor()
+
+
+def lenses() -> dict[str, Lens]:
+    """Built-in lenses, updated from MEMSYNC_LENSES_FILE when set (read once per process)."""
+    global _lenses
+    if _lenses is None:
+        path = settings().lenses_file
+        _lenses = parse_lenses(path.read_text()) if path else dict(BUILTIN_LENSES)
+    return _lenses
+
+
 def trust_policy(events: Sequence[TurnEvent]) -> TrustPolicy:
     """The configured trust rule, with the directory entries these events' agents need."""
     mode = settings().trust_mode
@@ -144,10 +161,11 @@ def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
 
 def reset() -> None:
     """Forget inherited resources without closing them: after fork they belong to the parent."""
-    global _graph, _graph_pid, _redis, _redis_pid
+    global _graph, _graph_pid, _redis, _redis_pid, _lenses
     with _lock:
         _graph, _graph_pid = None, None
         _redis, _redis_pid = None, None
+        _lenses = None
         _names.clear()
         _trust.clear()
 

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr | None = None
     neo4j_database: str = "neo4j"
     trust_mode: Literal["strict", "open"] = "strict"
+    extractor: Literal["rules"] = "rules"
+    lenses_file: Path | None = None
     spool_dir: Path = Field(default_factory=_default_spool_dir)
     state_dir: Path = Field(default_factory=_default_state_dir)
 

@@ -12,6 +12,7 @@ from pipeline.errors import PoisonPayload, RetryableError
 from pipeline.fanout import group_by_agent
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import ingest_turns
+from pipeline.memorize import memorize
 from pipeline.resolve import names_needed
 from pipeline.validate import partition_events
 from schemas.records import SyncJob
@@ -106,10 +107,14 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"])
         raise PoisonPayload(f"invalid sync job: {field}: {first['msg']}") from None
-    batch = write_sync_jobs(runtime.graph(), parsed)
+    memories = memorize(parsed, runtime.extractor(), runtime.lenses())
+    batch = write_sync_jobs(runtime.graph(), parsed, memories)
     ledger = runtime.ledger()
     briefly(ledger.mark_synced, parsed)
-    briefly(ledger.count, {"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)})
+    counts = {"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)}
+    for _, item in memories:
+        counts[f"memory.{item.kind}"] = counts.get(f"memory.{item.kind}", 0) + 1
+    briefly(ledger.count, counts)
     briefly(runtime.deadletters().resolve, "sync", jobs)
     return {"jobs": len(parsed), "observed": len(batch.observed)}
 

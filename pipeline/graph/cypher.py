@@ -5,16 +5,23 @@ from __future__ import annotations
 from typing import Final
 
 from pipeline.graph.model import (
+    ABOUT,
     AGENT,
     CHANNEL,
+    COMMITMENT,
     EPISODE,
+    EVIDENCE,
     FACT,
     IN,
     KEYED_LABELS,
+    KNOWS,
     OBSERVED,
+    OWED_BY_REL,
+    OWED_TO,
     OWNED_BY,
     PARTICIPANT,
     SAID,
+    SUPERSEDED_BY,
     TRUSTS,
 )
 
@@ -28,8 +35,10 @@ CONSTRAINTS: Final = tuple(
 INDEXES: Final = (
     f"CREATE INDEX participant_tenant_id IF NOT EXISTS FOR (n:{PARTICIPANT}) ON (n.tenant, n.id)",
     f"CREATE INDEX episode_created_at IF NOT EXISTS FOR (n:{EPISODE}) ON (n.created_at)",
-    f"CREATE INDEX fact_agent_subject_predicate IF NOT EXISTS "
-    f"FOR (n:{FACT}) ON (n.agent_key, n.subject_key, n.predicate)",
+    f"CREATE INDEX fact_agent_subject_slot IF NOT EXISTS "
+    f"FOR (n:{FACT}) ON (n.agent_key, n.subject_key, n.slot)",
+    f"CREATE INDEX commitment_agent_owed_by IF NOT EXISTS "
+    f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key)",
 )
 
 SHOW_KEY_CONSTRAINTS: Final = (
@@ -88,6 +97,109 @@ MATCH (a:{AGENT} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
 MERGE (a)-[r:{OBSERVED}]->(e)
 ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+"""
+
+# -- writer: memory (facts, commitments), in the same transaction as the episodes they cite --------
+
+MERGE_FACTS: Final = f"""
+UNWIND $rows AS row
+MERGE (f:{FACT} {{key: row.key}})
+ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at
+ON MATCH SET
+  f.last_confirmed = CASE WHEN row.props.stated_at > f.last_confirmed
+                          THEN row.props.stated_at ELSE f.last_confirmed END,
+  f.stated_at = CASE WHEN row.props.stated_at < f.stated_at
+                     THEN row.props.stated_at ELSE f.stated_at END,
+  f.source = CASE WHEN f.source = 'verified' THEN 'verified'
+                  WHEN row.props.source = 'self_stated' THEN 'self_stated' ELSE f.source END,
+  f.confidence = CASE WHEN row.props.confidence > f.confidence
+                      THEN row.props.confidence ELSE f.confidence END,
+  f.expires_at = CASE WHEN row.props.expires_at > f.expires_at
+                      THEN row.props.expires_at ELSE f.expires_at END
+WITH f, row
+MATCH (a:{AGENT} {{key: row.props.agent_key}})
+MATCH (e:{EPISODE} {{key: row.evidence_key}})
+MERGE (a)-[:{KNOWS}]->(f)
+MERGE (f)-[:{EVIDENCE}]->(e)
+WITH f, row
+OPTIONAL MATCH (p:{PARTICIPANT} {{key: row.props.subject_key}})
+OPTIONAL MATCH (c:{CHANNEL} {{key: row.props.subject_key}})
+FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (f)-[:{ABOUT}]->(x))
+FOREACH (x IN CASE WHEN c IS NULL THEN [] ELSE [c] END | MERGE (f)-[:{ABOUT}]->(x))
+"""
+
+# Within one (agent, subject, slot) the most recently stated fact is current; each older one is
+# superseded by the next, whatever order the turns arrived in. Recomputed for touched slots.
+RESTACK_FACTS: Final = f"""
+UNWIND $slots AS s
+MATCH (f:{FACT} {{agent_key: s.agent_key, subject_key: s.subject_key, slot: s.slot}})
+WITH s, f ORDER BY f.last_confirmed, f.key
+WITH s, collect(f) AS facts
+UNWIND range(0, size(facts) - 1) AS i
+WITH facts[i] AS f, CASE WHEN i + 1 < size(facts) THEN facts[i + 1] END AS newer
+OPTIONAL MATCH (f)-[old:{SUPERSEDED_BY}]->(x)
+WHERE newer IS NULL OR x <> newer
+DELETE old
+WITH DISTINCT f, newer
+SET f.superseded_at = CASE WHEN newer IS NULL THEN null ELSE newer.last_confirmed END
+WITH f, newer
+WHERE newer IS NOT NULL
+MERGE (f)-[:{SUPERSEDED_BY}]->(newer)
+"""
+
+MERGE_COMMITMENTS: Final = f"""
+UNWIND $rows AS row
+MERGE (c:{COMMITMENT} {{key: row.key}})
+ON CREATE SET c += row.props, c.status = 'open'
+WITH c, row
+MATCH (a:{AGENT} {{key: row.props.agent_key}})
+MATCH (e:{EPISODE} {{key: row.evidence_key}})
+MATCH (by:{PARTICIPANT} {{key: row.props.owed_by_key}})
+MERGE (a)-[:{KNOWS}]->(c)
+MERGE (c)-[:{EVIDENCE}]->(e)
+MERGE (c)-[:{OWED_BY_REL}]->(by)
+WITH c, row
+OPTIONAL MATCH (p:{PARTICIPANT} {{key: row.props.owed_to_key}})
+OPTIONAL MATCH (ch:{CHANNEL} {{key: row.props.owed_to_key}})
+FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (c)-[:{OWED_TO}]->(x))
+FOREACH (x IN CASE WHEN ch IS NULL THEN [] ELSE [ch] END | MERGE (c)-[:{OWED_TO}]->(x))
+"""
+
+# A closure closes the speaker's most recent commitment opened before it whose wording overlaps
+# (or simply the most recent one, for a bare "done").
+CLOSE_COMMITMENTS: Final = f"""
+UNWIND $rows AS row
+MATCH (c:{COMMITMENT} {{agent_key: row.agent_key, owed_by_key: row.owed_by_key}})
+WHERE c.opened_at <= row.closed_at
+  AND (row.value = '' OR toLower(c.value) CONTAINS row.value
+       OR row.value CONTAINS toLower(c.value))
+WITH row, c ORDER BY c.opened_at DESC, c.key DESC
+WITH row, collect(c)[0] AS c
+WHERE c IS NOT NULL
+SET c.status = row.status, c.closed_at = row.closed_at
+WITH row, c
+MATCH (e:{EPISODE} {{key: row.evidence_key}})
+MERGE (c)-[:{EVIDENCE}]->(e)
+"""
+
+VERIFY_FACT: Final = f"""
+MATCH (f:{FACT} {{key: $key}})
+SET f.source = 'verified', f.verified_at = datetime()
+RETURN count(f) AS verified
+"""
+
+AGENT_FACTS: Final = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
+WHERE $all OR f.superseded_at IS NULL
+OPTIONAL MATCH (f)-[:{SUPERSEDED_BY}]->(n:{FACT})
+RETURN f {{.*}} AS fact, n.key AS superseded_by
+ORDER BY f.subject_key, f.slot, f.last_confirmed
+"""
+
+AGENT_COMMITMENTS: Final = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(c:{COMMITMENT})
+RETURN c {{.*}} AS commitment
+ORDER BY c.opened_at
 """
 
 # -- trust directory ------------------------------------------------------------------------------

@@ -120,3 +120,61 @@ def tenant_observed(graph: GraphStore, tenant: str) -> list[tuple[str, str]]:
     with graph.session(write=False) as session:
         records = list(session.run(cypher.TENANT_OBSERVED, tenant=tenant))
     return [(r["agent_key"], r["episode_key"]) for r in records]
+
+
+class FactView(BaseModel):
+    """A fact an agent knows, with its provenance and, if replaced, what replaced it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    subject_key: str
+    kind: str
+    predicate: str
+    value: str
+    text: str
+    source: str
+    stated_by: str
+    stated_at: datetime
+    last_confirmed: datetime
+    confidence: float
+    expires_at: datetime | None = None
+    superseded_at: datetime | None = None
+    superseded_by: str | None = None
+
+
+class CommitmentView(BaseModel):
+    """An obligation an agent tracks: who owes what to whom, by when, and whether it is done."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    text: str
+    value: str
+    status: str
+    owed_by_key: str
+    owed_to_key: str | None = None
+    due: datetime | None = None
+    opened_at: datetime
+    closed_at: datetime | None = None
+
+
+def agent_facts(
+    graph: GraphStore, tenant: str, agent_id: str, *, include_superseded: bool = False
+) -> list[FactView]:
+    """The agent's current facts (and the superseded ones too, when asked)."""
+    params = {"agent_key": participant_key(tenant, agent_id), "all": include_superseded}
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.AGENT_FACTS, params))
+    return [
+        FactView.model_validate({**_native(r["fact"]), "superseded_by": r["superseded_by"]})
+        for r in records
+    ]
+
+
+def agent_commitments(graph: GraphStore, tenant: str, agent_id: str) -> list[CommitmentView]:
+    with graph.session(write=False) as session:
+        records = list(
+            session.run(cypher.AGENT_COMMITMENTS, agent_key=participant_key(tenant, agent_id))
+        )
+    return [CommitmentView.model_validate(_native(r["commitment"])) for r in records]

@@ -44,6 +44,8 @@ class GraphStore:
             max_transaction_retry_time=max_transaction_retry_time,
             connection_timeout=connection_timeout,
             connection_acquisition_timeout=connection_timeout * 3,
+            # Schema hints ("property does not exist yet") would flood worker logs.
+            notifications_min_severity="OFF",
         )
         return cls(driver=driver, database=database)
 

@@ -10,7 +10,9 @@ import neo4j
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
+from pipeline.graph.memoryrows import MemoryRows, plan_memory
 from pipeline.graph.store import GraphStore
+from pipeline.memorize import AgentMemory
 from schemas.keys import participant_key
 from schemas.records import SyncJob
 
@@ -100,21 +102,41 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
     )
 
 
-def write_sync_jobs(graph: GraphStore, jobs: Sequence[SyncJob]) -> SyncBatch:
-    """Write every job's memory in one transaction; safe to run again (everything is MERGE)."""
+def write_sync_jobs(
+    graph: GraphStore, jobs: Sequence[SyncJob], memories: Sequence[AgentMemory] = ()
+) -> SyncBatch:
+    """Write the jobs' episodes and what their agents learnt in one transaction; safe to rerun."""
     batch = plan_batch(jobs)
     if not batch.participants:
         return batch
+    memory = plan_memory(memories)
     with graph.session() as session:
-        session.execute_write(_write_batch, batch)
+        session.execute_write(_write_batch, batch, memory)
     return batch
 
 
-def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch) -> None:
-    # The driver may call this again after a transient failure: it only MERGEs, so that is safe.
+def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryRows) -> None:
+    # The driver may call this again after a transient failure: it only MERGEs (and recomputes
+    # supersession from what is stored), so that is safe.
     tx.run(cypher.MERGE_PARTICIPANTS, rows=batch.participants).consume()
     tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
     tx.run(cypher.MERGE_OWNERS, rows=batch.owners).consume()
     tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
     tx.run(cypher.MERGE_EPISODES, rows=batch.episodes).consume()
     tx.run(cypher.MERGE_OBSERVED, rows=batch.observed).consume()
+    if memory.facts:
+        tx.run(cypher.MERGE_FACTS, rows=memory.facts).consume()
+        tx.run(cypher.RESTACK_FACTS, slots=memory.slots).consume()
+    if memory.commitments:
+        tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments).consume()
+    if memory.closures:
+        tx.run(cypher.CLOSE_COMMITMENTS, rows=memory.closures).consume()
+
+
+def verify_fact(graph: GraphStore, key: str) -> bool:
+    """Mark a fact verified (confirmed through the API, never from message text); True if found."""
+    with graph.session() as session:
+        found = session.execute_write(
+            lambda tx: tx.run(cypher.VERIFY_FACT, key=key).single(strict=True)["verified"]
+        )
+    return bool(found)

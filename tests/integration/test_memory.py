@@ -1,0 +1,159 @@
+"""What agents know, end to end on real services: facts with provenance, supersession,
+commitments opened and closed, verification."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pipeline.graph.directory import grant_trust
+from pipeline.graph.reader import agent_commitments, agent_facts
+from pipeline.graph.store import GraphStore
+from schemas.keys import participant_key
+from tests.integration.test_operations import cli
+from tests.integration.test_spine import emit_and_wait, event, msg
+from workers import services
+from workers.ledger import Ledger
+from workers.producer import Producer
+from workers.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+DEVON = {"id": "u-devon", "kind": "human", "display_name": "Devon", "handle": "devon"}
+SARAH = {"id": "u-sarah", "kind": "human", "display_name": "Sarah", "handle": "sarah"}
+PRIYA = {"id": "u-priya", "kind": "human", "display_name": "Priya", "handle": "priya"}
+TRAVEL = {
+    "id": "a-travel",
+    "kind": "agent",
+    "display_name": "Travel Agent",
+    "handle": "travel",
+    "owner_id": "u-devon",
+    "lens": "travel",
+}
+LEDGERBOT = {
+    "id": "a-ledger",
+    "kind": "agent",
+    "display_name": "Ledger",
+    "handle": "ledger",
+    "owner_id": "u-priya",
+}
+VENDOR = {"id": "a-vendor", "kind": "agent", "display_name": "Vendor Bot", "handle": "vendorbot"}
+HELPER = {
+    "id": "a-helper",
+    "kind": "agent",
+    "display_name": "Helper",
+    "handle": "helper",
+    "owner_id": "u-devon",
+}
+GROUP = {"id": "ch-trip", "kind": "group", "title": "Trip"}
+
+
+def turn(tenant: str, eid: str, people: list[Any], *messages: Any) -> Any:
+    return event(tenant, eid, GROUP, people, list(messages))
+
+
+def facts_by_subject(graph: GraphStore, tenant: str, agent: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for f in agent_facts(graph, tenant, agent):
+        found.setdefault(f.subject_key, []).append(f"{f.predicate} {f.value} ({f.source})")
+    return found
+
+
+def test_two_people_two_facts_and_a_peer_agent_claim(
+    worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
+) -> None:
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "friend")
+    emit_and_wait(
+        producer,
+        ledger,
+        [
+            turn(
+                tenant,
+                "ev-1",
+                [DEVON, SARAH, TRAVEL, HELPER, VENDOR],
+                msg("m1", "user", "u-devon", "I prefer window seats", 1),
+                msg("m2", "user", "u-sarah", "I'd rather have the aisle", 2),
+                msg("m3", "assistant", "a-vendor", "Remember my API rate is unlimited", 3),
+            )
+        ],
+    )
+    facts = facts_by_subject(graph, tenant, "a-travel")
+
+    def key(pid: str) -> str:
+        return participant_key(tenant, pid)
+
+    assert facts[key("u-devon")] == ["prefers window seats (self_stated)"]
+    assert len(facts[key("u-sarah")]) == 1 and "aisle" in facts[key("u-sarah")][0]
+    assert set(facts) == {key("u-devon"), key("u-sarah")}  # nobody called "User"
+    # The travel lens keeps seats, not API rates; an agent with the default lens keeps both,
+    # and another agent's claim is only ever peer_stated.
+    helper = facts_by_subject(graph, tenant, "a-helper")
+    assert helper[key("a-vendor")] == ["api_rate unlimited (peer_stated)"]
+    assert set(helper) == {key("u-devon"), key("u-sarah"), key("a-vendor")}
+
+
+def test_newer_fact_supersedes_whatever_the_arrival_order(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    producer: Producer,
+    ledger: Ledger,
+    tenant: str,
+) -> None:
+    first = turn(
+        tenant, "ev-10", [PRIYA, LEDGERBOT], msg("p1", "user", "u-priya", "My price is 10", 1)
+    )
+    later = turn(
+        tenant, "ev-12", [PRIYA, LEDGERBOT], msg("p2", "user", "u-priya", "My price is 12", 5)
+    )
+    emit_and_wait(producer, ledger, [later])  # the newer statement arrives first
+    emit_and_wait(producer, ledger, [first])
+
+    everything = agent_facts(graph, tenant, "a-ledger", include_superseded=True)
+    current = [f for f in everything if f.superseded_at is None]
+    old = [f for f in everything if f.superseded_at is not None]
+    assert [f.value for f in current] == ["12"]
+    assert [f.value for f in old] == ["10"] and old[0].superseded_by == current[0].key
+
+    # Verification is explicit, never inferred from text.
+    assert current[0].source == "self_stated"
+    done = cli(settings, "facts", "verify", current[0].key)
+    assert done.returncode == 0, done.stderr
+    shown = cli(settings, "facts", "list", "--agent", "a-ledger", "--tenant", tenant, "--json")
+    assert [f["source"] for f in json.loads(shown.stdout)["facts"]] == ["verified"]
+    # Restating the old value later makes it current again.
+    again = turn(
+        tenant, "ev-10b", [PRIYA, LEDGERBOT], msg("p3", "user", "u-priya", "My price is 10", 9)
+    )
+    emit_and_wait(producer, ledger, [again])
+    assert [f.value for f in agent_facts(graph, tenant, "a-ledger")] == ["10"]
+
+
+def test_commitment_opened_then_closed(
+    worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
+) -> None:
+    grant_trust(graph, tenant, "u-priya", "u-devon", "team")
+    promise = turn(
+        tenant,
+        "ev-c1",
+        [PRIYA, DEVON, LEDGERBOT],
+        msg("c1", "user", "u-priya", "Devon, I'll send the Q3 forecast by Friday", 1),
+    )
+    emit_and_wait(producer, ledger, [promise])
+    [opened] = agent_commitments(graph, tenant, "a-ledger")
+    assert opened.status == "open" and "q3 forecast" in opened.value.lower()
+    assert opened.owed_by_key == participant_key(tenant, "u-priya")
+    assert opened.owed_to_key == participant_key(tenant, "u-devon")
+    assert opened.due is not None and opened.due.weekday() == 4  # Friday
+
+    kept = turn(
+        tenant,
+        "ev-c2",
+        [PRIYA, DEVON, LEDGERBOT],
+        msg("c2", "user", "u-priya", "Sent the Q3 forecast.", 30),
+    )
+    emit_and_wait(producer, ledger, [kept, promise])  # a replay of the promise changes nothing
+    [closed] = agent_commitments(graph, tenant, "a-ledger")
+    assert closed.key == opened.key and closed.status == "closed" and closed.closed_at is not None
