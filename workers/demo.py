@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from importlib.resources import files
 from pathlib import Path
@@ -54,12 +55,14 @@ def worker_env(settings: Settings) -> dict[str, str]:
 
 def run_demo(settings: Settings) -> int:
     started: list[services.Service] = []
+    # Services the demo starts itself keep their data in a scratch folder, so every run starts
+    # from an empty graph and prints the same story.
+    scratch = Path(tempfile.mkdtemp(prefix="memsync-demo-"))
     try:
         host, port = settings.broker_address()
         if not services.port_open(host, port):
             print(f"starting Redis on {host}:{port} ...")
-            data = settings.state_dir / "data" / "redis"
-            started.append(services.start_redis(host, port, data, aof=True))
+            started.append(services.start_redis(host, port, scratch / "redis", aof=True))
         host, port = settings.neo4j_address()
         if not services.port_open(host, port):
             print(f"starting Neo4j {services.neo4j_version()} on {host}:{port} ...")
@@ -67,7 +70,7 @@ def run_demo(settings: Settings) -> int:
                 services.start_neo4j(
                     host,
                     port,
-                    settings.state_dir / "data" / "neo4j",
+                    scratch / "neo4j",
                     settings.state_dir,
                     heap_mb=settings.neo4j_heap_mb,
                     page_cache_mb=settings.neo4j_page_cache_mb,
@@ -75,7 +78,7 @@ def run_demo(settings: Settings) -> int:
             )
         init_schema(runtime.graph())
         print("starting a Celery worker ...")
-        log = Path(tempfile.mkdtemp(prefix="memsync-demo-")) / "worker.log"
+        log = scratch / "worker.log"
         started.append(services.start_worker(worker_env(settings), log, name="memsync-demo"))
         return _play(settings)
     finally:
@@ -85,6 +88,7 @@ def run_demo(settings: Settings) -> int:
         if started:
             names = ", ".join(s.name for s in reversed(started))
             print(f"stopped what the demo started: {names}")
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _play(settings: Settings) -> int:
