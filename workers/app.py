@@ -12,6 +12,7 @@ from celery import Celery
 
 from workers import runtime
 from workers.celeryconfig import celery_config
+from workers.reconcile import ReconcileStep
 
 
 def _config() -> dict[str, Any]:
@@ -20,3 +21,4 @@ def _config() -> dict[str, Any]:
 
 app = Celery("memsync", include=["workers.tasks", "workers.signals"])
 app.add_defaults(_config)
+app.steps["worker"].add(ReconcileStep)

@@ -21,7 +21,9 @@ from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import localstack, runtime
 from workers.display import describe_memory
+from workers.inflight import InFlight
 from workers.progress import ProgressBar
+from workers.reconcile import sweep
 from workers.replay import parse_duration, replay
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 from workers.spool import Spool
@@ -87,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     spool = sub.add_parser("spool", help="the producer's local spool")
     spool.add_argument("action", choices=["status", "flush"])
     spool.set_defaults(handler=_spool)
+
+    rec_cmd = sub.add_parser("reconcile", help="re-send turns left unsettled (a lost message)")
+    rec_cmd.add_argument(
+        "--older-than", default=None, help="e.g. 10m (default MEMSYNC_RECONCILE_AFTER)"
+    )
+    rec_cmd.set_defaults(handler=_reconcile)
 
     demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
     demo.set_defaults(handler=_demo)
@@ -379,6 +387,21 @@ def _spool(args: argparse.Namespace, settings: Settings) -> int:
         f"{status.bytes}/{status.max_bytes} bytes, oldest {oldest}"
     )
     return 0 if args.action == "status" or status.events == 0 else 1
+
+
+def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.app import app
+
+    older = parse_duration(args.older_than) if args.older_than else settings.reconcile_after
+    client = runtime.redis_client()
+
+    def send(payload: list[dict[str, Any]]) -> None:
+        app.send_task("memsync.ingest", args=(payload,), queue=INGEST_QUEUE)
+
+    report = sweep(InFlight(client), runtime.ledger(), send, older)
+    print(f"re-sent {len(report.resent)} unsettled turn(s); {len(report.settled)} already settled")
+    print(f"{InFlight(client).count()} turn(s) in flight")
+    return 0
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:

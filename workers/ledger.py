@@ -13,6 +13,7 @@ import redis
 from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
+from workers.inflight import InFlight, turn_id
 
 STATS_KEY = "memsync:stats"
 AUDIT_STREAM = "memsync:audit"
@@ -162,6 +163,14 @@ class Ledger:
                 )
             )
         return result
+
+    @_redis_errors
+    def settle(self, turns: Iterable[tuple[str, str]]) -> None:
+        """Forget the in-flight copies of turns that are finished (see workers/inflight.py)."""
+        wanted = list(dict.fromkeys(turns))
+        if wanted:
+            done = [turn_id(s.tenant, s.event_id) for s in self.statuses(wanted) if s.finished]
+            InFlight(self.client).untrack(done)
 
     def wait(
         self,

@@ -11,12 +11,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import redis
 from celery import Celery
 from kombu import Connection
 
 from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
+from workers.inflight import InFlight
 from workers.settings import INGEST_QUEUE, Settings
 from workers.spool import Spool, SpoolStatus
 
@@ -59,6 +61,7 @@ class Producer:
         self._publish_lock = threading.Lock()
         self._final_status: SpoolStatus | None = None
         self._retry_at = 0.0
+        self._tracker: InFlight | None = None
         self._thread = threading.Thread(target=self._run, name="memsync-publisher", daemon=True)
         self._thread.start()
 
@@ -103,6 +106,8 @@ class Producer:
         self._thread.join(timeout=max(timeout, 1.0))
         if self._connection is not None:
             self._connection.release()
+        if self._tracker is not None:
+            self._tracker.client.close()
         self._final_status = self.spool.status()
         self.spool.close()
         if not flushed:
@@ -184,6 +189,8 @@ class Producer:
     def _publish(self, batch: list[Any]) -> None:
         with self._publish_lock:
             try:
+                # Recorded before it is sent, so a message the broker loses is sent again.
+                self._inflight().track(batch)
                 connection = self._connect()
                 self.app.send_task(
                     "memsync.ingest",
@@ -196,6 +203,16 @@ class Producer:
                 self._reset_connection()
                 raise
             self.counters["published"] += len(batch)
+
+    def _inflight(self) -> InFlight:
+        if self._tracker is None:
+            bound = self.settings.publish_timeout
+            self._tracker = InFlight(
+                redis.Redis.from_url(
+                    self.settings.broker_url, socket_timeout=bound, socket_connect_timeout=bound
+                )
+            )
+        return self._tracker
 
     def _connect(self) -> Connection:
         if self._connection is None:

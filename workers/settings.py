@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     task_time_limit: int = Field(default=300, ge=10)
     visibility_timeout: int = Field(default=3600, ge=10)
     restore_interval: int = Field(default=10, ge=1)
+    # A turn unsettled this long after it was sent is sent again (see workers/reconcile.py).
+    reconcile_after: int = Field(default=4000, ge=5)
+    reconcile_interval: int = Field(default=60, ge=1)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max: int = Field(default=600, ge=1)
     names_cache_seconds: float = Field(default=300.0, ge=0)

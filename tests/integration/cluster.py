@@ -32,6 +32,8 @@ class Cluster:
             task_time_limit=20,
             visibility_timeout=30,
             restore_interval=3,
+            reconcile_after=40,
+            reconcile_interval=5,
             retry_backoff_max=4,
             max_retries=1,
             neo4j_retry_seconds=1.0,

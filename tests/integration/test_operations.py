@@ -19,6 +19,7 @@ from tests.integration.test_spine import dm_turn
 from workers import services
 from workers.deadletter import DeadLetterStore, letters_for
 from workers.demo import worker_env
+from workers.inflight import PAYLOADS_KEY, InFlight
 from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.settings import Settings
@@ -159,3 +160,22 @@ def test_worker_refuses_unsafe_visibility_timeout(settings: Settings) -> None:
     )
     assert started.returncode != 0
     assert "MEMSYNC_VISIBILITY_TIMEOUT" in started.stderr + started.stdout
+
+
+def test_reconcile_resends_a_turn_the_broker_lost(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    ledger: Ledger,
+    tenant: str,
+) -> None:
+    """A turn recorded as sent whose message never arrived is sent again, then settled."""
+    client = redis.Redis.from_url(settings.broker_url)
+    lost = dm_turn(tenant)
+    lost["event_id"] = "ev-lost"
+    InFlight(client).track([lost])  # as the producer does, minus the message the broker lost
+    done = cli(settings, "reconcile", "--older-than", "0s")
+    assert done.returncode == 0 and "re-sent 1 " in done.stdout, done.stdout + done.stderr
+    wait_for(lambda: ledger.statuses([(tenant, "ev-lost")])[0].complete)
+    assert tenant_counts(graph, tenant)["episodes"] == 2
+    wait_for(lambda: client.hget(PAYLOADS_KEY, f"{tenant}/ev-lost") is None)  # settled
