@@ -28,7 +28,7 @@ def briefly(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     retrying = retry(
         retry=retry_if_exception_type(RetryableError),
         stop=stop_after_attempt(3) | stop_after_delay(5),
-        wait=wait_exponential_jitter(initial=0.2, max=2.0),
+        wait=wait_exponential_jitter(multiplier=0.2, max=2.0, jitter=0.2),
         reraise=True,
     )
     return retrying(fn)(*args, **kwargs)

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import redis
 
+from pipeline.errors import ConfigurationError
 from pipeline.extract import Extractor, RulesExtractor
 from pipeline.graph.directory import lookup_trust
 from pipeline.graph.reader import lookup_participants
@@ -21,6 +22,7 @@ from schemas.event import TurnEvent
 from schemas.records import KnownParticipant, TrustEntry
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
+from workers.llm import LLMExtractor, RateLimit
 from workers.settings import Settings
 
 _lock = threading.Lock()
@@ -32,6 +34,7 @@ _redis_pid: int | None = None
 _names: dict[str, tuple[float, KnownParticipant]] = {}
 _trust: dict[str, tuple[float, TrustEntry]] = {}
 _lenses: dict[str, Lens] | None = None
+_extractor: Extractor | None = None
 V = TypeVar("V")
 
 
@@ -100,8 +103,27 @@ def deadletters() -> DeadLetterStore:
 
 
 def extractor() -> Extractor:
-    """The configured extractor (MEMSYNC_EXTRACTOR); `rules` works offline."""
-    return RulesExtractor()
+    """The configured extractor (MEMSYNC_EXTRACTOR): `rules` works offline; `llm` calls the
+    OpenAI-compatible endpoint at MEMSYNC_LLM_BASE_URL, one per process so its rate limit is
+    shared by every task the process runs."""
+    global _extractor
+    s = settings()
+    if s.extractor == "rules":
+        return RulesExtractor()
+    with _lock:
+        if _extractor is None:
+            if not s.llm_base_url or not s.llm_model:
+                raise ConfigurationError(
+                    "MEMSYNC_EXTRACTOR=llm needs MEMSYNC_LLM_BASE_URL and MEMSYNC_LLM_MODEL"
+                )
+            _extractor = LLMExtractor(
+                s.llm_base_url,
+                s.llm_model,
+                s.llm_api_key.get_secret_value() if s.llm_api_key else None,
+                timeout=s.llm_timeout,
+                rate_limit=RateLimit(s.llm_requests_per_second),
+            )
+        return _extractor
 
 
 def lenses() -> dict[str, Lens]:
@@ -161,11 +183,12 @@ def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
 
 def reset() -> None:
     """Forget inherited resources without closing them: after fork they belong to the parent."""
-    global _graph, _graph_pid, _redis, _redis_pid, _lenses
+    global _graph, _graph_pid, _redis, _redis_pid, _lenses, _extractor
     with _lock:
         _graph, _graph_pid = None, None
         _redis, _redis_pid = None, None
         _lenses = None
+        _extractor = None
         _names.clear()
         _trust.clear()
 

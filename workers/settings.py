@@ -37,7 +37,12 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr | None = None
     neo4j_database: str = "neo4j"
     trust_mode: Literal["strict", "open"] = "strict"
-    extractor: Literal["rules"] = "rules"
+    extractor: Literal["rules", "llm"] = "rules"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout: float = Field(default=30.0, gt=0)
+    llm_requests_per_second: float = Field(default=5.0, gt=0)
     lenses_file: Path | None = None
     spool_dir: Path = Field(default_factory=_default_spool_dir)
     state_dir: Path = Field(default_factory=_default_state_dir)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,30 +74,46 @@ def wait_for_progress(ledger: Ledger, turns: list[dict[str, Any]], fraction: flo
     raise AssertionError("the load made no progress")
 
 
-def test_kill_9_worker_mid_load(cluster: Cluster, ledger: Ledger, tenant: str) -> None:
-    turns = load_turns(tenant, 400)
+def disrupt_mid_load(
+    cluster: Cluster,
+    ledger: Ledger,
+    tenant: str,
+    count: int,
+    what: str,
+    disrupt: Callable[[], None],
+) -> None:
+    """Push a load, break something once a tenth is done, then audit the graph exactly."""
+    turns = load_turns(tenant, count)
     expected = expected_observed(turns)
-    victim = cluster.workers[-1]
     producer = emit_all(cluster, turns)
-    done_at_kill = wait_for_progress(ledger, turns, 0.1)
-    cluster.kill_worker(victim)
-    killed = time.monotonic()
-    cluster.start_worker()
+    done_before = wait_for_progress(ledger, turns, 0.1)
+    disrupt()
+    since = time.monotonic()
     statuses, _ = wait_until(ledger, turns, timeout=240)
-    recovery = time.monotonic() - killed
+    recovery = time.monotonic() - since
     producer.close()
 
     result = audit(cluster.graph(), tenant, expected)
     report_fault(
-        "kill -9 worker",
-        f"{len(turns)} turns ({len(expected)} agent-episode memories) pushed, killed with "
-        f"{done_at_kill} complete; lost {result.lost}, duplicated {result.duplicated}, "
-        f"recovered {recovery:.1f}s after the kill",
+        what,
+        f"{len(turns)} turns ({len(expected)} agent-episode memories) pushed, disrupted with "
+        f"{done_before} complete; lost {result.lost}, duplicated {result.duplicated}, "
+        f"recovered {recovery:.1f}s after the disruption",
     )
-    assert done_at_kill < len(turns), "the load finished before the kill: nothing was tested"
+    assert done_before < len(turns), "the load finished before the disruption: nothing tested"
     assert all(s.complete for s in statuses)
     assert result.exact, result
     assert result.episodes == result.said == len({e for _, e in expected})
+
+
+def test_kill_9_worker_mid_load(cluster: Cluster, ledger: Ledger, tenant: str) -> None:
+    victim = cluster.workers[-1]
+
+    def kill_and_replace() -> None:
+        cluster.kill_worker(victim)
+        cluster.start_worker()
+
+    disrupt_mid_load(cluster, ledger, tenant, 400, "kill -9 worker", kill_and_replace)
 
 
 def test_neo4j_down_mid_load_then_replay_twice(
@@ -180,27 +196,11 @@ def test_redis_down_while_emitting(cluster: Cluster, ledger: Ledger, tenant: str
 
 
 def test_redis_restart_mid_load_with_aof(cluster: Cluster, ledger: Ledger, tenant: str) -> None:
-    turns = load_turns(tenant, 300)
-    expected = expected_observed(turns)
-    producer = emit_all(cluster, turns)
-    done_at_restart = wait_for_progress(ledger, turns, 0.1)
-    cluster.stop_redis()
-    cluster.start_redis()
-    restarted = time.monotonic()
-    statuses, _ = wait_until(ledger, turns, timeout=240)
-    recovery = time.monotonic() - restarted
-    producer.close()
+    def restart() -> None:
+        cluster.stop_redis()
+        cluster.start_redis()
 
-    result = audit(cluster.graph(), tenant, expected)
-    report_fault(
-        "redis restart (AOF)",
-        f"{len(turns)} turns ({len(expected)} memories) pushed, restarted with "
-        f"{done_at_restart} complete; lost {result.lost}, duplicated {result.duplicated}, "
-        f"recovered {recovery:.1f}s after the restart",
-    )
-    assert done_at_restart < len(turns), "the load finished before the restart"
-    assert all(s.complete for s in statuses)
-    assert result.exact, result
+    disrupt_mid_load(cluster, ledger, tenant, 300, "redis restart (AOF)", restart)
 
 
 def test_poison_messages_are_dead_lettered(cluster: Cluster, ledger: Ledger, tenant: str) -> None:

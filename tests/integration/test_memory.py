@@ -13,7 +13,8 @@ from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.store import GraphStore
 from schemas.keys import participant_key
 from tests.integration.test_operations import cli
-from tests.integration.test_spine import emit_and_wait, event, msg
+from tests.integration.test_spine import DEVON, PRIYA, SARAH, emit_and_wait, event, msg
+from tests.integration.test_spine import TRAVEL as SPINE_TRAVEL
 from workers import services
 from workers.ledger import Ledger
 from workers.producer import Producer
@@ -21,17 +22,7 @@ from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-DEVON = {"id": "u-devon", "kind": "human", "display_name": "Devon", "handle": "devon"}
-SARAH = {"id": "u-sarah", "kind": "human", "display_name": "Sarah", "handle": "sarah"}
-PRIYA = {"id": "u-priya", "kind": "human", "display_name": "Priya", "handle": "priya"}
-TRAVEL = {
-    "id": "a-travel",
-    "kind": "agent",
-    "display_name": "Travel Agent",
-    "handle": "travel",
-    "owner_id": "u-devon",
-    "lens": "travel",
-}
+TRAVEL = {**SPINE_TRAVEL, "lens": "travel"}
 LEDGERBOT = {
     "id": "a-ledger",
     "kind": "agent",

@@ -1,0 +1,217 @@
+"""The `llm` extractor: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama,
+llama.cpp server) returns JSON, validated by pydantic and turned into the same MemoryItems.
+
+The model proposes; memsync decides provenance. `source` is computed here from who spoke about
+whom (never taken from the model), ids must name the turn's own participants and messages, and
+anything else is dropped. Calls have a timeout, tenacity retries for 429/5xx/timeouts, and one
+rate limit shared by every caller in the process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from pipeline.errors import PermanentError, RetryableError
+from pipeline.extract import BASE_CONFIDENCE, HEDGE_FACTOR
+from schemas.event import as_utc
+from schemas.memory import MemoryItem, MemoryKind, Source
+from schemas.records import AttributedMessage, ResolvedTurn, Speaker
+
+INSTRUCTIONS = (
+    "You extract long-term memory from a chat turn for one AI agent. Return a JSON object "
+    '{"items": [...]}, each item with: kind (preference|fact|agreement|commitment|closure), '
+    'message_id (the message it comes from), subject_id (a participant id, or "channel" for '
+    "an agreement), predicate (snake_case, e.g. prefers, dislikes, lives_in, allergy, agreed, "
+    "commitment, closes, cancels), value, topic (seat, food, hotel, schedule, travel, price, "
+    "terms, work, health or null), negated, hedged, owed_to_id (for commitments: the participant "
+    "owed, or null for the channel), due (ISO 8601 or null). Extract only what is stated; "
+    "questions and small talk give nothing."
+)
+
+
+class LLMError(RetryableError):
+    """The endpoint failed in a way worth retrying (timeout, 429, 5xx)."""
+
+
+class LLMRejected(PermanentError):
+    """The endpoint refused the request (4xx other than 429) or answered with unusable JSON."""
+
+
+class _Proposal(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    kind: MemoryKind
+    message_id: str
+    subject_id: str
+    predicate: str = Field(min_length=1, max_length=64)
+    value: str = Field(max_length=500)
+    topic: str | None = None
+    negated: bool = False
+    hedged: bool = False
+    owed_to_id: str | None = None
+    due: datetime | None = None
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    items: list[_Proposal] = Field(default_factory=list, max_length=200)
+
+
+class RateLimit:
+    """At most `per_second` calls a second, shared by every thread that holds this object."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+
+class LLMExtractor:
+    """Extractor backed by an OpenAI-compatible /chat/completions endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        rate_limit: RateLimit | None = None,
+        attempts: int = 4,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.rate_limit = rate_limit or RateLimit(5.0)
+        self._call = retry(
+            retry=retry_if_exception_type(LLMError),
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.2),
+            reraise=True,
+        )(self._post)
+
+    def extract(self, turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]:
+        if not turn.messages:
+            return []
+        answer = self._call(self._request(turn, agent))
+        return proposals_to_items(answer, turn)
+
+    def _request(self, turn: ResolvedTurn, agent: Speaker) -> dict[str, Any]:
+        people = [{"id": p.id, "label": p.label, "kind": p.kind} for p in turn.participants]
+        lines = [
+            {"message_id": m.id, "speaker_id": m.speaker_key.split(":", 1)[-1], "text": m.content}
+            for m in turn.messages
+        ]
+        context = {
+            "agent_id": agent.id,
+            "channel": {"id": turn.channel.id, "kind": turn.channel.kind},
+            "participants": people,
+            "messages": lines,
+        }
+        return {
+            "model": self.model,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {"role": "system", "content": INSTRUCTIONS},
+                {"role": "user", "content": json.dumps(context)},
+            ],
+        }
+
+    def _post(self, body: dict[str, Any]) -> _Answer:
+        self.rate_limit.wait()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(  # noqa: S310 (the URL is the operator's setting)
+            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the response's socket
+            if exc.code == 429 or exc.code >= 500:
+                raise LLMError(f"extractor endpoint answered {exc.code}") from exc
+            raise LLMRejected(f"extractor endpoint answered {exc.code}") from exc
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            raise LLMError(f"extractor endpoint unreachable: {exc}") from exc
+        except ValueError as exc:
+            raise LLMError(f"extractor endpoint sent invalid JSON: {exc}") from exc
+        try:
+            content = payload["choices"][0]["message"]["content"]
+            return _Answer.model_validate_json(content)
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMRejected(f"not a chat-completions answer: {exc!r}") from exc
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(str(p) for p in error["loc"])
+            # A model that strays from the format may do better on a second try.
+            raise LLMError(f"model answer invalid at {field}: {error['msg']}") from exc
+
+
+def proposals_to_items(answer: _Answer, turn: ResolvedTurn) -> list[MemoryItem]:
+    """Keep proposals that name this turn's messages and participants; provenance is ours."""
+    people = {p.id: p for p in turn.participants}
+    messages: dict[str, AttributedMessage] = {m.id: m for m in turn.messages}
+    items: list[MemoryItem] = []
+    for proposal in answer.items:
+        message = messages.get(proposal.message_id)
+        if message is None:
+            continue
+        speaker = people.get(message.speaker_key.split(":", 1)[-1])
+        if speaker is None:
+            continue
+        if proposal.subject_id == "channel" or proposal.kind == "agreement":
+            subject_key, subject_label = turn.channel.key, turn.channel.title or turn.channel.id
+            about_self = False
+        elif proposal.subject_id in people:
+            subject = people[proposal.subject_id]
+            subject_key, subject_label = subject.key, subject.label
+            about_self = subject.key == speaker.key
+        else:
+            continue
+        source: Source = "self_stated" if about_self and speaker.kind == "human" else "peer_stated"
+        owed_to = people.get(proposal.owed_to_id or "")
+        obligation = proposal.kind in ("commitment", "closure")
+        confidence = BASE_CONFIDENCE[proposal.kind] * (HEDGE_FACTOR if proposal.hedged else 1.0)
+        items.append(
+            MemoryItem(
+                kind=proposal.kind,
+                subject_key=subject_key,
+                speaker_key=speaker.key,
+                evidence_key=message.key,
+                source=source,
+                predicate=proposal.predicate,
+                value=proposal.value,
+                text=f"{subject_label} {proposal.predicate.replace('_', ' ')} {proposal.value}",
+                topic=proposal.topic,
+                negated=proposal.negated,
+                hedged=proposal.hedged,
+                confidence=confidence,
+                stated_at=message.created_at,
+                owed_by_key=speaker.key if obligation else None,
+                owed_to_key=owed_to.key if obligation and owed_to else None,
+                due=as_utc(proposal.due) if proposal.due else None,
+            )
+        )
+    return items
