@@ -46,7 +46,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Left running on a broker connection loss: terminating a task mid-write corrupts its
+        # Neo4j connection, while letting it finish only risks a redelivered duplicate, which
+        # idempotent writes absorb.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         # Annotations match exact task names (or "*"), not patterns.
         "task_annotations": {
             name: {
@@ -55,8 +58,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             }
             for name in ("memsync.ingest", "memsync.sync")
         },
+        # Only a hard limit: the soft limit's asynchronous exception can land while a pool child
+        # is sending its result and garble the pool's pipe, which stops the worker. A child past
+        # the hard limit is killed and its message requeued (reject_on_worker_lost).
         "task_time_limit": settings.task_time_limit,
-        "task_soft_time_limit": max(settings.task_time_limit - 10, 5),
         "task_default_queue": INGEST_QUEUE,
         "task_queues": (Queue(INGEST_QUEUE), Queue(SYNC_QUEUE)),
         "task_routes": {

@@ -7,6 +7,7 @@ and on demand as `memsync reconcile`. Re-sending is safe: every write is idempot
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,32 +54,40 @@ def sweep(
 
 
 class ReconcileStep(bootsteps.StartStopStep):
-    """A worker bootstep: sweep every MEMSYNC_RECONCILE_INTERVAL seconds on the worker's timer."""
+    """A worker bootstep: sweep every MEMSYNC_RECONCILE_INTERVAL seconds from a small thread.
 
-    requires = ("celery.worker.components:Timer",)
+    A thread rather than the worker's timer, because the consumer resets its event loop (and
+    the timer entries on it) each time it reconnects to the broker.
+    """
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
-        self.tref: Any = None
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def start(self, worker: Any) -> None:
+        self.thread = threading.Thread(
+            target=self._loop, args=(worker.hostname,), name="memsync-reconcile", daemon=True
+        )
+        self.thread.start()
+
+    def stop(self, worker: Any) -> None:
+        self.stopping.set()
+
+    def _loop(self, hostname: str) -> None:
         from workers import runtime
 
         interval = runtime.settings().reconcile_interval
-        self.tref = worker.timer.call_repeatedly(interval, self._tick, (worker,), priority=10)
+        while not self.stopping.wait(interval):
+            self._tick(hostname)
 
-    def stop(self, worker: Any) -> None:
-        if self.tref is not None:
-            self.tref.cancel()
-            self.tref = None
-
-    def _tick(self, worker: Any) -> None:
+    def _tick(self, hostname: str) -> None:
         from workers import runtime
 
         settings = runtime.settings()
         client = runtime.redis_client()
         try:
-            if not client.set(LOCK_KEY, worker.hostname, nx=True, ex=settings.reconcile_interval):
+            if not client.set(LOCK_KEY, hostname, nx=True, ex=settings.reconcile_interval):
                 return
             report = sweep(
                 InFlight(client), runtime.ledger(), _send_ingest, settings.reconcile_after

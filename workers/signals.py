@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.exceptions import Reject
+from celery.exceptions import Ignore, Reject, Retry
 from celery.signals import (
     task_failure,
     worker_init,
@@ -54,6 +54,8 @@ def dead_letter_unhandled(
     """Failures the task never saw (hard time limit, lost pool child not requeued) get a letter."""
     if exception is None or getattr(exception, DEAD_LETTERED, False):
         return
+    if isinstance(exception, Reject | Retry | Ignore):
+        return  # requeued, retried or deliberately dropped: not a failure to keep
     if not isinstance(sender, MemsyncTask):
         return
     payload = args[0] if args else (kwargs or {}).get("payload")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.errors import PoisonPayload, RetryableError
@@ -26,8 +25,7 @@ from workers.taskbase import MemsyncTask
 log = logging.getLogger("memsync.tasks")
 
 # The retry count and the largest countdown come from settings through task annotations.
-# A soft time limit almost always means a slow dependency, so it is retried like one.
-RETRY_ON = (RetryableError, SoftTimeLimitExceeded)
+RETRY_ON = (RetryableError,)
 
 
 class IngestTask(MemsyncTask):
