@@ -61,6 +61,7 @@ def main() -> None:
         spool_dir=root / "spool",
         producer_batch=args.batch,
         worker_concurrency=args.concurrency,
+        trust_mode="open",  # the scenes' speakers have no owners or grants
     )
     redis = services.start_redis("127.0.0.1", redis_port, root / "redis", aof=True)
     neo4j = services.start_neo4j(

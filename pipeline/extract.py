@@ -16,7 +16,7 @@ import dateparser
 from pipeline.patterns import Candidate
 from pipeline.rules import candidates
 from schemas.event import as_utc
-from schemas.memory import MemoryItem, Source
+from schemas.memory import MemoryItem, MemoryKind, Source
 from schemas.records import AttributedMessage, ResolvedTurn, Speaker
 
 BASE_CONFIDENCE = {
@@ -69,6 +69,16 @@ _TOPICS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+def provenance(speaker: Speaker, *, about_self: bool) -> Source:
+    """The one provenance rule: only a human speaking about themselves is self_stated; any
+    agent's claim, and anything said about someone else, is peer_stated. Never verified."""
+    return "self_stated" if about_self and speaker.kind == "human" else "peer_stated"
+
+
+def confidence_for(kind: MemoryKind, *, hedged: bool) -> float:
+    return round(BASE_CONFIDENCE[kind] * (HEDGE_FACTOR if hedged else 1.0), 3)
+
+
 class Extractor(Protocol):
     """Anything that turns a resolved turn into memory items for one agent."""
 
@@ -112,11 +122,11 @@ def _item(
     subject_key = subject.key if isinstance(subject, Speaker) else turn.channel.key
     # Agents' claims are never taken at their word, even about themselves.
     self_claim = isinstance(subject, Speaker) and subject.key == speaker.key
-    source: Source = "self_stated" if self_claim and speaker.kind == "human" else "peer_stated"
+    source = provenance(speaker, about_self=self_claim)
     obligation = c.kind in ("commitment", "closure")
     owed_to = addressee if obligation and addressee and addressee.key != speaker.key else None
     due = resolve_due(c.due_phrase, message.created_at) if c.due_phrase else None
-    confidence = BASE_CONFIDENCE[c.kind] * (HEDGE_FACTOR if c.hedged else 1.0)
+    confidence = confidence_for(c.kind, hedged=c.hedged)
     return MemoryItem(
         kind=c.kind,
         subject_key=subject_key,
@@ -129,7 +139,7 @@ def _item(
         topic=topic_of(f"{c.predicate} {c.value}"),
         negated=c.negated,
         hedged=c.hedged,
-        confidence=round(confidence, 3),
+        confidence=confidence,
         stated_at=message.created_at,
         owed_by_key=speaker.key if obligation else None,
         owed_to_key=owed_to.key if owed_to else None,

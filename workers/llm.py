@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from pipeline.errors import PermanentError, RetryableError
-from pipeline.extract import BASE_CONFIDENCE, HEDGE_FACTOR
+from pipeline.extract import confidence_for, provenance
 from schemas.event import as_utc
-from schemas.memory import MemoryItem, MemoryKind, Source
+from schemas.memory import MemoryItem, MemoryKind
 from schemas.records import AttributedMessage, ResolvedTurn, Speaker
 
 INSTRUCTIONS = (
@@ -190,10 +190,10 @@ def proposals_to_items(answer: _Answer, turn: ResolvedTurn) -> list[MemoryItem]:
             about_self = subject.key == speaker.key
         else:
             continue
-        source: Source = "self_stated" if about_self and speaker.kind == "human" else "peer_stated"
+        source = provenance(speaker, about_self=about_self)
         owed_to = people.get(proposal.owed_to_id or "")
         obligation = proposal.kind in ("commitment", "closure")
-        confidence = BASE_CONFIDENCE[proposal.kind] * (HEDGE_FACTOR if proposal.hedged else 1.0)
+        confidence = confidence_for(proposal.kind, hedged=proposal.hedged)
         items.append(
             MemoryItem(
                 kind=proposal.kind,
