@@ -23,6 +23,13 @@ def turn_id(tenant: str, event_id: str) -> str:
     return f"{tenant}/{event_id}"
 
 
+def untrack_in(pipe: Any, turn_ids: Sequence[str]) -> None:
+    """Queue the removal of settled turns on a pipeline the caller executes."""
+    if turn_ids:
+        pipe.hdel(PAYLOADS_KEY, *turn_ids)
+        pipe.zrem(SINCE_KEY, *turn_ids)
+
+
 class InFlight:
     """A hash of turn payloads and a sorted set of when each was last (re)sent."""
 
@@ -42,8 +49,7 @@ class InFlight:
         ids = list(turn_ids)
         if ids:
             pipe = self.client.pipeline(transaction=True)
-            pipe.hdel(PAYLOADS_KEY, *ids)
-            pipe.zrem(SINCE_KEY, *ids)
+            untrack_in(pipe, ids)
             pipe.execute()
 
     def due(self, older_than: float, limit: int = 500) -> list[tuple[str, dict[str, Any]]]:

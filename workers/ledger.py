@@ -13,7 +13,7 @@ import redis
 from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
-from workers.inflight import InFlight, turn_id
+from workers.inflight import InFlight, turn_id, untrack_in
 
 STATS_KEY = "memsync:stats"
 AUDIT_STREAM = "memsync:audit"
@@ -74,8 +74,17 @@ class Ledger:
 
     @_redis_errors
     def accept(self, accounts: Sequence[TurnAccount]) -> None:
-        """Record how many agent syncs each turn expects, and why anything was left out."""
+        """Record how many agent syncs each turn expects, and why anything was left out.
+
+        A turn no agent may remember is settled here and then (no sync will ever come for it).
+        """
         pipe = self.client.pipeline(transaction=False)
+        settled = [
+            turn_id(a.tenant, a.event_id)
+            for a in accounts
+            if not any(d.trusted for d in a.decisions)
+        ]
+        untrack_in(pipe, settled)
         for account in accounts:
             key = _turn_key(account.tenant, account.event_id)
             expected = [d.agent_key for d in account.decisions if d.trusted]
@@ -108,10 +117,12 @@ class Ledger:
             approximate=True,
         )
         pipe.hincrby(STATS_KEY, f"events.{state}", 1)
+        untrack_in(pipe, [turn_id(tenant, event_id)])
         pipe.execute()
 
     @_redis_errors
-    def mark_synced(self, jobs: Iterable[SyncJob]) -> None:
+    def mark_synced(self, jobs: Sequence[SyncJob]) -> None:
+        """One agent's memory of each turn is written; turns now complete are settled."""
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
             key = _turn_key(job.tenant, job.event_id)
@@ -119,6 +130,7 @@ class Ledger:
             pipe.srem(key + ":dead", job.agent.key)
             pipe.expire(key + ":synced", TURN_TTL_SECONDS)
         pipe.execute()
+        self.settle([(job.tenant, job.event_id) for job in jobs])
 
     @_redis_errors
     def mark_dead(self, tenant: str, event_id: str, agent_key: str) -> None:
@@ -128,6 +140,7 @@ class Ledger:
         pipe.sadd(key, agent_key)
         pipe.expire(key, TURN_TTL_SECONDS)
         pipe.execute()
+        self.settle([(tenant, event_id)])
 
     @_redis_errors
     def count(self, counts: Mapping[str, int]) -> None:
@@ -164,7 +177,6 @@ class Ledger:
             )
         return result
 
-    @_redis_errors
     def settle(self, turns: Iterable[tuple[str, str]]) -> None:
         """Forget the in-flight copies of turns that are finished (see workers/inflight.py)."""
         wanted = list(dict.fromkeys(turns))

@@ -56,7 +56,6 @@ class SyncTask(MemsyncTask):
                 tenant = letter.tenant or "default"
                 agent_key = _agent_key(letter.payload) or letter.agent_id
                 briefly(runtime.ledger().mark_dead, tenant, letter.event_id, agent_key)
-        briefly(runtime.ledger().settle, _turns_of(letters))
 
 
 @app.task(
@@ -79,7 +78,6 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     outcome = ingest_turns(parsed, known, policy)
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
     briefly(runtime.ledger().accept, outcome.accounts)
-    briefly(runtime.ledger().settle, [(a.tenant, a.event_id) for a in outcome.accounts])
     for jobs in group_by_agent(outcome.jobs).values():
         sync.apply_async(args=([job.model_dump(mode="json") for job in jobs],), queue=SYNC_QUEUE)
     counts = outcome.counts()
@@ -111,17 +109,12 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     batch = write_sync_jobs(runtime.graph(), parsed, memories)
     ledger = runtime.ledger()
     briefly(ledger.mark_synced, parsed)
-    briefly(ledger.settle, [(job.tenant, job.event_id) for job in parsed])
     counts = {"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)}
     for _, item in memories:
         counts[f"memory.{item.kind}"] = counts.get(f"memory.{item.kind}", 0) + 1
     briefly(ledger.count, counts)
     briefly(runtime.deadletters().resolve, "sync", jobs)
     return {"jobs": len(parsed), "observed": len(batch.observed)}
-
-
-def _turns_of(letters: list[DeadLetter]) -> list[tuple[str, str]]:
-    return [(x.tenant or "default", x.event_id) for x in letters if x.event_id is not None]
 
 
 def _agent_key(payload: Any) -> str | None:

@@ -46,11 +46,11 @@ class GuardedRedis(redis.Redis):
             queue, body = reply
             reason = unreadable_reason(body)
             if reason is not None:
-                self._quarantine(queue, body, reason)
+                self._dead_letter(queue, body, reason)
                 return None  # kombu reads "nothing popped" and polls again
         return reply
 
-    def _quarantine(self, queue: bytes | str, body: bytes | str, reason: str) -> None:
+    def _dead_letter(self, queue: bytes | str, body: bytes | str, reason: str) -> None:
         raw = body if isinstance(body, bytes) else body.encode()
         letters = letters_for(
             task=UNREADABLE_TASK,
