@@ -20,7 +20,7 @@ from typing import Any
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
-from tests.datasets import friends_raw_events
+from tests.datasets import friends_raw_events, shared_data_dir
 from workers import services
 from workers.demo import worker_env
 from workers.ledger import Ledger
@@ -34,8 +34,8 @@ AGENTS = [
 ]
 
 
-def turns(tenant: str, count: int) -> list[dict[str, Any]]:
-    scenes = friends_raw_events()
+def turns(tenant: str, count: int, data: Path) -> list[dict[str, Any]]:
+    scenes = friends_raw_events(root=data)
     result = []
     for i in range(count):
         turn = copy.deepcopy(scenes[i % len(scenes)])
@@ -52,6 +52,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50, help="events per ingest task")
     parser.add_argument("--concurrency", type=int, default=2)
     args = parser.parse_args()
+    try:
+        data = shared_data_dir()  # the full FriendsQA set, before any service is started
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
 
     root = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
     redis_port, neo4j_port = services.free_port(), services.free_port()
@@ -75,7 +79,7 @@ def main() -> None:
             worker_env(settings), root / "worker.log", concurrency=args.concurrency
         )
         tenant = f"b{uuid.uuid4().hex[:8]}"
-        load = turns(tenant, args.turns)
+        load = turns(tenant, args.turns, data)
         messages = sum(len(t["messages"]) for t in load)
         producer = Producer(settings)
         ledger: Ledger = runtime_ledger()

@@ -18,7 +18,7 @@ from pipeline.trust import ChannelTrustPolicy
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from schemas.records import SyncJob
-from tests.datasets import friends_raw_events, tau_raw_events
+from tests.datasets import friends_raw_events, shared_data_dir, tau_raw_events
 
 
 def _timed(label: str, count: int, unit: str, repeat: int, fn: Callable[[], Any]) -> None:
@@ -41,10 +41,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    try:
+        data = shared_data_dir()  # the full sets: the slices in tests/data are too small to time
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     policy = ChannelTrustPolicy("strict")
     for name, raws in (
-        ("tau-bench", tau_raw_events()),
-        ("friendsqa (+1 silent agent)", friends_raw_events(observer=True)),
+        ("tau-bench", tau_raw_events(data)),
+        ("friendsqa (+1 silent agent)", friends_raw_events(observer=True, root=data)),
     ):
         lines = [json.dumps(r) for r in raws]
         messages = sum(len(r["messages"]) for r in raws)

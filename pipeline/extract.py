@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from calendar import monthrange
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import dateparser
@@ -17,7 +17,7 @@ from pipeline.patterns import Candidate
 from pipeline.rules import candidates
 from schemas.event import as_utc
 from schemas.memory import MemoryItem, MemoryKind, Source
-from schemas.records import AttributedMessage, ResolvedTurn, Speaker
+from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
 
 BASE_CONFIDENCE = {
     "preference": 0.8,
@@ -79,6 +79,47 @@ def confidence_for(kind: MemoryKind, *, hedged: bool) -> float:
     return round(BASE_CONFIDENCE[kind] * (HEDGE_FACTOR if hedged else 1.0), 3)
 
 
+def memory_item(
+    kind: MemoryKind,
+    *,
+    speaker: Speaker,
+    subject: Speaker | ChannelRef,
+    message: AttributedMessage,
+    predicate: str,
+    value: str,
+    text: str,
+    topic: str | None,
+    negated: bool = False,
+    hedged: bool = False,
+    owed_to: Speaker | None = None,
+    due: datetime | None = None,
+) -> MemoryItem:
+    """The one item builder both extractors share, so provenance, confidence, obligations (owed
+    by the speaker, never to themselves), evidence, times and due window cannot drift apart."""
+    # Agents' claims are never taken at their word, even about themselves.
+    about_self = isinstance(subject, Speaker) and subject.key == speaker.key
+    obligation = kind in ("commitment", "closure")
+    owed = owed_to if obligation and owed_to is not None and owed_to.key != speaker.key else None
+    return MemoryItem(
+        kind=kind,
+        subject_key=subject.key,
+        speaker_key=speaker.key,
+        evidence_key=message.key,
+        source=provenance(speaker, about_self=about_self),
+        predicate=predicate,
+        value=value,
+        text=text,
+        topic=topic,
+        negated=negated,
+        hedged=hedged,
+        confidence=confidence_for(kind, hedged=hedged),
+        stated_at=message.created_at,
+        owed_by_key=speaker.key if obligation else None,
+        owed_to_key=owed.key if owed else None,
+        due=due_in_window(due),
+    )
+
+
 class Extractor(Protocol):
     """Anything that turns a resolved turn into memory items for one agent."""
 
@@ -119,30 +160,21 @@ def _item(
     subject = _subject(c.subject, turn, speaker, addressee)
     if subject is None:
         return None
-    subject_key = subject.key if isinstance(subject, Speaker) else turn.channel.key
-    # Agents' claims are never taken at their word, even about themselves.
-    self_claim = isinstance(subject, Speaker) and subject.key == speaker.key
-    source = provenance(speaker, about_self=self_claim)
     obligation = c.kind in ("commitment", "closure")
     owed_to = addressee if obligation and addressee and addressee.key != speaker.key else None
     due = resolve_due(c.due_phrase, message.created_at) if c.due_phrase else None
-    confidence = confidence_for(c.kind, hedged=c.hedged)
-    return MemoryItem(
-        kind=c.kind,
-        subject_key=subject_key,
-        speaker_key=speaker.key,
-        evidence_key=message.key,
-        source=source,
+    return memory_item(
+        c.kind,
+        speaker=speaker,
+        subject=subject if isinstance(subject, Speaker) else turn.channel,
+        message=message,
         predicate=c.predicate,
         value=c.value,
         text=_text(c, turn, subject, owed_to, due),
         topic=topic_of(f"{c.predicate} {c.value}"),
         negated=c.negated,
         hedged=c.hedged,
-        confidence=confidence,
-        stated_at=message.created_at,
-        owed_by_key=speaker.key if obligation else None,
-        owed_to_key=owed_to.key if owed_to else None,
+        owed_to=owed_to,
         due=due,
     )
 
@@ -198,8 +230,34 @@ def topic_of(text: str) -> str | None:
     return next((name for name, pattern in _TOPICS if pattern.search(text)), None)
 
 
+# Due dates outside this window are misreadings ("by December 9999"): the commitment stays,
+# undated, and no later date arithmetic or graph write can overflow on it.
+DUE_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+DUE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
 def resolve_due(phrase: str, stated_at: datetime) -> datetime | None:
-    """A date phrase ("by Friday", "EOD", "the 15th") as a UTC time after the message time."""
+    """A date phrase ("by Friday", "EOD", "the 15th") as a UTC time after the message time,
+    or None when it names no date inside [DUE_EARLIEST, DUE_LATEST)."""
+    try:
+        return due_in_window(_parse_due(phrase, stated_at))
+    except (OverflowError, ValueError):
+        # Date arithmetic near the calendar's ends (dateparser's included) overflows.
+        return None
+
+
+def due_in_window(due: datetime | None) -> datetime | None:
+    """The due time in UTC if it lies in [DUE_EARLIEST, DUE_LATEST), else None."""
+    if due is None:
+        return None
+    try:
+        utc = as_utc(due)
+    except OverflowError:
+        return None
+    return utc if DUE_EARLIEST <= utc < DUE_LATEST else None
+
+
+def _parse_due(phrase: str, stated_at: datetime) -> datetime | None:
     base = as_utc(stated_at)
     phrase = phrase.lower().strip()
     if phrase in ("eod", "cob", "end of day", "end of the day", "today", "later today"):

@@ -12,7 +12,13 @@ from pipeline.filter import filter_turns
 from pipeline.resolve import resolve_speakers
 from pipeline.trust import TrustPolicy, check_trust
 from schemas.event import TurnEvent
-from schemas.records import DroppedMessage, KnownParticipant, SyncJob, TrustDecision
+from schemas.records import (
+    DroppedMessage,
+    KnownParticipant,
+    LabelKey,
+    SyncJob,
+    TrustDecision,
+)
 
 
 class TurnAccount(BaseModel):
@@ -53,9 +59,13 @@ def ingest_turns(
     events: Sequence[TurnEvent],
     known: Mapping[str, KnownParticipant],
     policy: TrustPolicy,
+    taken: Mapping[LabelKey, str] | None = None,
 ) -> IngestOutcome:
-    """Filter, resolve, check trust and fan out a batch of validated events."""
-    trusted = check_trust(resolve_speakers(filter_turns(events), known), policy)
+    """Filter, resolve, check trust and fan out a batch of validated events.
+
+    `taken` says who already carries each label in the graph (see `resolve.labels_needed`).
+    """
+    trusted = check_trust(resolve_speakers(filter_turns(events), known, taken), policy)
     accounts = [
         TurnAccount(
             tenant=t.turn.tenant,

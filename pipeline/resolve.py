@@ -1,7 +1,10 @@
-"""Stage 2: give every speaker the identity label `Display Name (@handle)`."""
+"""Stage 2: give every speaker the identity label `Display Name (@handle)`, distinct per tenant."""
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from schemas.event import Participant, TurnEvent
@@ -11,11 +14,36 @@ from schemas.records import (
     ChannelRef,
     FilteredTurn,
     KnownParticipant,
+    LabelKey,
     ResolvedTurn,
     Speaker,
 )
 
 ANONYMOUS_NAME = "Anonymous"
+# Hex digits of a participant key's hash that mark a look-alike whose id does not show plainly.
+DIGEST_CHARS = 10
+
+
+def clean_text(value: str | None) -> str | None:
+    """A name, handle or id as it is shown: NFKC, no format characters, single spaces.
+
+    Format characters (Unicode category Cf: zero-width spaces and joiners, word joiner, BOM, bidi
+    marks, embeddings, overrides and isolates) are invisible and would let two participants look
+    identical. None when nothing visible is left, so the usual fallbacks apply.
+    """
+    if value is None:
+        return None
+    # Dropped before NFKC too, so an invisible character cannot keep a sequence from composing.
+    text = unicodedata.normalize("NFKC", _visible(value))
+    return " ".join(_visible(text).split()) or None
+
+
+def _visible(text: str) -> str:
+    return "".join(
+        " " if unicodedata.category(ch) == "Cc" else ch
+        for ch in text
+        if unicodedata.category(ch) != "Cf"
+    )
 
 
 def names_needed(events: Sequence[TurnEvent]) -> set[str]:
@@ -26,26 +54,46 @@ def names_needed(events: Sequence[TurnEvent]) -> set[str]:
         for event in events
         for p in event.participants
         if not p.anonymous
-        and (p.display_name is None or p.handle is None)
+        and (clean_text(p.display_name) is None or clean_text(p.handle) is None)
         and participant_key(event.tenant, p.id) not in named
     }
 
 
+def labels_needed(
+    events: Sequence[TurnEvent], known: Mapping[str, KnownParticipant]
+) -> set[LabelKey]:
+    """Every (tenant, label) these events' participants may carry, to ask who already has it."""
+    directory = _directory(events, known)
+    return {
+        (event.tenant, label)
+        for event in events
+        for p in event.participants
+        for label in label_candidates(speaker_for(event.tenant, p, directory))
+    }
+
+
 def resolve_speakers(
-    turns: Sequence[FilteredTurn], known: Mapping[str, KnownParticipant]
+    turns: Sequence[FilteredTurn],
+    known: Mapping[str, KnownParticipant],
+    taken: Mapping[LabelKey, str] | None = None,
 ) -> list[ResolvedTurn]:
     """Label every participant and attribute every kept message to its speaker.
 
     Names come from the event, then from participants named earlier in the same batch, then from
     `known` (keyed by participant key). Identity is the participant key, never the name, so two
-    people called "Sam" stay two speakers.
+    people called "Sam" stay two speakers; two who would share a label get distinct ones: a label
+    already carried in the graph (`taken`: who carries it) or earlier in the batch stays with its
+    carrier, and the newcomer's handle is marked with its id (see `label_candidates`).
     """
-    directory = dict(known)
-    directory.update(_named_in_batch([turn.event for turn in turns]))
+    directory = _directory([turn.event for turn in turns], known)
+    claimed: dict[LabelKey, str] = dict(taken or {})
     resolved: list[ResolvedTurn] = []
     for turn in turns:
         event = turn.event
-        speakers = {p.id: speaker_for(event.tenant, p, directory) for p in event.participants}
+        speakers = {
+            p.id: _claim(event.tenant, speaker_for(event.tenant, p, directory), claimed)
+            for p in event.participants
+        }
         messages = [
             AttributedMessage(
                 key=episode_key(event.tenant, event.channel.id, m.id),
@@ -76,24 +124,21 @@ def resolve_speakers(
 def speaker_for(
     tenant: str, participant: Participant, directory: Mapping[str, KnownParticipant]
 ) -> Speaker:
-    """The labelled speaker for one participant."""
+    """The labelled speaker for one participant, before labels are made distinct."""
     key = participant_key(tenant, participant.id)
+    shown_id = clean_text(participant.id) or _digest(key)
     provisional = False
     if participant.anonymous:
-        display_name, handle = ANONYMOUS_NAME, participant.id
+        display_name, handle = ANONYMOUS_NAME, shown_id
     else:
         known = directory.get(key)
-        provisional = known is None and (
-            participant.display_name is None or participant.handle is None
-        )
-        display_name = (
-            participant.display_name
-            or (known.display_name if known else None)
-            or participant.handle
-            or (known.handle if known else None)
-            or participant.id
-        )
-        handle = participant.handle or (known.handle if known else None) or participant.id
+        name = clean_text(participant.display_name)
+        own_handle = clean_text(participant.handle)
+        known_name = clean_text(known.display_name) if known else None
+        known_handle = clean_text(known.handle) if known else None
+        provisional = known is None and (name is None or own_handle is None)
+        display_name = name or known_name or own_handle or known_handle or shown_id
+        handle = own_handle or known_handle or shown_id
     return Speaker(
         key=key,
         id=participant.id,
@@ -112,12 +157,50 @@ def identity_label(display_name: str, handle: str) -> str:
     return f"{display_name} (@{handle})"
 
 
+def label_candidates(speaker: Speaker) -> list[str]:
+    """The labels a speaker may carry, best first: its own, then its handle marked with its id
+    (`Devon (@devon~u-devon-2)`), then with a digest of its key when the id does not show as it
+    is (invisible or odd characters would make the mark itself a look-alike)."""
+    marks = [speaker.id] if clean_text(speaker.id) == speaker.id else []
+    marks.append(_digest(speaker.key))
+    return [
+        identity_label(speaker.display_name, speaker.handle),
+        *(identity_label(speaker.display_name, f"{speaker.handle}~{mark}") for mark in marks),
+    ]
+
+
+def _claim(tenant: str, speaker: Speaker, claimed: dict[LabelKey, str]) -> Speaker:
+    """The speaker with the first candidate label nobody else carries, now claimed for it."""
+    digest = _digest(speaker.key)
+    numbered = (
+        identity_label(speaker.display_name, f"{speaker.handle}~{digest}-{n}")
+        for n in itertools.count(2)
+    )
+    for label in itertools.chain(label_candidates(speaker), numbered):
+        if claimed.setdefault((tenant, label), speaker.key) == speaker.key:
+            return speaker.model_copy(update={"label": label})
+    raise AssertionError("unreachable: the numbered labels never run out")
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def _directory(
+    events: Sequence[TurnEvent], known: Mapping[str, KnownParticipant]
+) -> dict[str, KnownParticipant]:
+    directory = dict(known)
+    directory.update(_named_in_batch(events))
+    return directory
+
+
 def _named_in_batch(events: Sequence[TurnEvent]) -> dict[str, KnownParticipant]:
     named: dict[str, KnownParticipant] = {}
     for event in events:
         for p in event.participants:
-            if p.display_name is not None and p.handle is not None and not p.anonymous:
+            name, handle = clean_text(p.display_name), clean_text(p.handle)
+            if name is not None and handle is not None and not p.anonymous:
                 named[participant_key(event.tenant, p.id)] = KnownParticipant(
-                    id=p.id, display_name=p.display_name, handle=p.handle
+                    id=p.id, display_name=name, handle=handle
                 )
     return named

@@ -35,12 +35,14 @@ class ChannelTrustPolicy:
 
 
 class DirectoryTrustPolicy:
-    """The channel rules, then, in strict mode, the trust directory.
+    """The channel rules, then the recorded owner, then, in strict mode, the trust directory.
 
     Strict: a turn is trusted for agent A only if every human in it is A's owner, or is trusted
     by A, or by A's owner. Open: the channel rules alone (for single-user installs).
-    `directory` maps participant keys (agents and owners) to whom they trust; an agent's owner
-    comes from the event, else from the directory.
+    `directory` maps participant keys (agents and owners) to whom they trust and, for agents,
+    their recorded owner. The recorded owner wins: an event's `owner_id` counts only while none
+    is recorded, and an event naming another owner is untrusted (`owner_mismatch`), so a
+    stranger cannot claim someone else's agent by saying so.
     """
 
     def __init__(self, mode: TrustMode, directory: Mapping[str, TrustEntry]) -> None:
@@ -50,14 +52,16 @@ class DirectoryTrustPolicy:
 
     def decide(self, turn: ResolvedTurn, agent: Speaker) -> TrustDecision:
         decision = self.channel_rules.decide(turn, agent)
-        if not decision.trusted or self.mode == "open":
+        if not decision.trusted:
             return decision
         entry = self.directory.get(agent.key)
-        owner = (
-            participant_key(turn.tenant, agent.owner_id)
-            if agent.owner_id
-            else (entry.owner if entry else None)
-        )
+        recorded = entry.owner if entry else None
+        claimed = participant_key(turn.tenant, agent.owner_id) if agent.owner_id else None
+        if recorded is not None and claimed is not None and claimed != recorded:
+            return TrustDecision(agent_key=agent.key, trusted=False, reason="owner_mismatch")
+        if self.mode == "open":
+            return decision
+        owner = recorded or claimed
         trusted = set(entry.trusted) if entry else set()
         if owner is not None:
             trusted.add(owner)

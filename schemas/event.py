@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -15,6 +16,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION = 1
 
@@ -23,6 +25,19 @@ MAX_CONTENT_CHARS = 32_000
 MAX_MESSAGES = 500
 MAX_PARTICIPANTS = 200
 MAX_TOOL_CALLS = 64
+
+# Nothing a platform stores predates Unix time; history imports still reach back decades.
+EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+# Clocks skew, but a message dated far ahead would win fact supersession forever.
+MAX_FUTURE_SKEW = timedelta(hours=24)
+
+# Tool-call arguments given as an object: nesting deeper than this is not a real tool call.
+MAX_ARGUMENT_DEPTH = 20
+# Integers beyond 2**53 lose precision in the JavaScript and JSON readers downstream.
+MAX_JSON_INT = 2**53
+
+# The key under which a validator names a spot below its own field (read by pipeline.validate).
+SUBPATH = "subpath"
 
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, strip_whitespace=True)]
 Tenant = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -73,7 +88,8 @@ class Participant(_Model):
     def _strip_at(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        value = value.lstrip("@")
+        # Stripped again after the "@" so that validating twice gives the same handle.
+        value = value.lstrip("@").strip()
         return value or None
 
     @field_validator("display_name")
@@ -97,10 +113,25 @@ class ToolCall(_Model):
         function = data.get("function")
         if isinstance(function, dict):
             data = {"id": data.get("id"), **function}
-        arguments = data.get("arguments")
-        if arguments is not None and not isinstance(arguments, str):
-            data = {**data, "arguments": json.dumps(arguments, sort_keys=True)}
         return data
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_text(cls, value: Any) -> Any:
+        """A JSON string passes as is; a JSON object becomes compact, sorted JSON text."""
+        if value is None or isinstance(value, str):
+            return "" if value is None else value
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON string or a JSON object, got {type(value).__name__}")
+        problem = json_value_problem(value, MAX_ARGUMENT_DEPTH)
+        if problem is not None:
+            raise ValueError(problem)
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        if len(text) > MAX_CONTENT_CHARS:
+            raise ValueError(
+                f"arguments are {len(text)} characters as JSON; the limit is {MAX_CONTENT_CHARS}"
+            )
+        return text
 
 
 class Message(_Model):
@@ -128,8 +159,13 @@ class Message(_Model):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _null_content(cls, value: Any) -> Any:
-        return "" if value is None else value
+    def _content_text(cls, value: Any) -> Any:
+        """Null is empty; OpenAI multi-part content keeps its text parts, one per line."""
+        if value is None:
+            return ""
+        if isinstance(value, list):
+            return "\n".join(_text_parts(value))
+        return value
 
     @field_validator("tool_calls", mode="before")
     @classmethod
@@ -139,7 +175,7 @@ class Message(_Model):
     @field_validator("created_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return as_utc(value)
+        return within_window(value)
 
 
 class TurnEvent(_Model):
@@ -165,7 +201,7 @@ class TurnEvent(_Model):
     @field_validator("occurred_at")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else as_utc(value)
+        return None if value is None else within_window(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> TurnEvent:
@@ -203,3 +239,85 @@ def as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def within_window(value: datetime, now: datetime | None = None) -> datetime:
+    """The time in UTC, or ValueError when it lies outside [EARLIEST_TIME, now + skew]."""
+    try:
+        utc = as_utc(value)
+    except OverflowError:
+        # Year 9999 at a negative offset (or year 1 at a positive one) has no UTC equivalent.
+        raise ValueError(f"time {value.isoformat()} has no UTC equivalent") from None
+    latest = (now or datetime.now(UTC)) + MAX_FUTURE_SKEW
+    if utc < EARLIEST_TIME:
+        raise ValueError(f"time {utc.isoformat()} is before {EARLIEST_TIME.isoformat()}")
+    if utc > latest:
+        raise ValueError(f"time {utc.isoformat()} is more than {MAX_FUTURE_SKEW} ahead of now")
+    return utc
+
+
+def json_value_problem(value: Any, max_depth: int) -> str | None:
+    """Why a decoded value is not plain JSON (e.g. "b.0: a set is not JSON"), or None if it is."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        path, item, depth = stack.pop()
+        where = f"{path}: " if path else ""
+        if depth > max_depth:
+            return f"{where}nested deeper than {max_depth} levels"
+        if item is None or isinstance(item, bool | str):
+            if isinstance(item, str) and not _encodable(item):
+                return f"{where}text is not valid Unicode"
+        elif isinstance(item, int):
+            if abs(item) > MAX_JSON_INT:
+                return f"{where}integer beyond ±2**53"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{where}{item} is not a JSON number"
+        elif isinstance(item, list):
+            prefix = f"{path}." if path else ""
+            stack.extend((f"{prefix}{i}", child, depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, dict):
+            prefix = f"{path}." if path else ""
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return f"{where}keys must be text, got {type(key).__name__}"
+                if not _encodable(key):
+                    return f"{where}a key is not valid Unicode"
+                # Keys are the caller's text: keep the path readable in an error line.
+                stack.append((f"{prefix}{key[:40]}", child, depth + 1))
+        else:
+            return f"{where}a {type(item).__name__} is not a JSON value"
+    return None
+
+
+def _encodable(text: str) -> bool:
+    # Lone surrogates survive json.loads but no UTF-8 writer (Redis, Neo4j) accepts them.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text_parts(parts: list[Any]) -> list[str]:
+    """The text of OpenAI-style content parts; non-text parts (images, audio) carry no memory."""
+    texts: list[str] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise _part_error(index, f"a content part is an object, got {type(part).__name__}")
+        kind = part.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise _part_error(index, "a content part needs a text 'type'")
+        if kind != "text":
+            continue
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise _part_error(index, "a text part needs a string 'text'")
+        if not _encodable(text):
+            raise _part_error(index, "text is not valid Unicode")
+        texts.append(text)
+    return texts
+
+
+def _part_error(index: int, reason: str) -> PydanticCustomError:
+    return PydanticCustomError("content_part", "{reason}", {"reason": reason, SUBPATH: str(index)})

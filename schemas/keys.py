@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import quote
+
+# Neo4j refuses to index a property value past about 8 KB ("Property value is too large to
+# index"), and every key carries a uniqueness constraint. Longer keys keep a readable prefix and
+# end in a digest of the whole key, so they stay unique and every key that fitted before is kept.
+MAX_KEY_CHARS = 8000
+_DIGEST_CHARS = 64
 
 
 def compose_key(*parts: str) -> str:
     """Join parts with ':'; escaping ':' inside parts keeps keys unambiguous whatever the ids."""
-    return ":".join(quote(part, safe="@-_.~/") for part in parts)
+    key = ":".join(quote(part, safe="@-_.~/") for part in parts)
+    if len(key) <= MAX_KEY_CHARS:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    # '#' never appears in an escaped part, so a shortened key cannot equal a composed one.
+    return f"{key[: MAX_KEY_CHARS - _DIGEST_CHARS - 1]}#{digest}"
 
 
 def participant_key(tenant: str, participant_id: str) -> str:

@@ -36,6 +36,10 @@ class FilteredTurn(_Record):
     dropped: list[DroppedMessage]
 
 
+# (tenant, label): identity labels are unique per tenant, so this names who carries one.
+LabelKey = tuple[str, str]
+
+
 class KnownParticipant(_Record):
     """A participant's names as the graph already knows them."""
 
@@ -102,7 +106,13 @@ class ResolvedTurn(_Record):
 
 
 TrustReason = Literal[
-    "trusted", "public_channel", "anonymous_participant", "no_messages", "untrusted_participant"
+    "trusted",
+    "public_channel",
+    "anonymous_participant",
+    "no_messages",
+    "untrusted_participant",
+    # The event names another owner for the agent than the one recorded: never trusted.
+    "owner_mismatch",
 ]
 
 

@@ -1,8 +1,10 @@
-"""Loaders that turn the shared public data sets into turn events, for tests and benchmarks.
+"""Loaders that turn the public conversation data sets into turn events, for tests and benchmarks.
 
-The data lives outside the repository, in ``../shared/data`` relative to the project root, and is
-read in place (never copied in). Every loader returns plain JSON-shaped dicts (what a platform
-would emit) and has a twin that validates them into ``TurnEvent`` objects.
+Tests read small slices vendored under tests/data (so a clone on its own runs them); benchmarks
+read the full sets from ``../shared/data`` beside the project (``shared_data_dir()``). Both trees
+have the same layout, and every loader takes the tree as ``root``. Loaders return plain
+JSON-shaped dicts (what a platform would emit) and have twins that validate them into
+``TurnEvent`` objects. bench/slices.py cuts the slices; tests/data/README.md says how.
 """
 
 from __future__ import annotations
@@ -16,9 +18,22 @@ from typing import Any, TypedDict, cast
 
 from schemas.event import SCHEMA_VERSION, TurnEvent
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-TAU_BENCH_FILE = DATA_DIR / "tau-bench" / "gpt-4o-airline.json"
-FRIENDSQA_FILE = DATA_DIR / "friendsqa" / "friendsqa_dev.json"
+TESTS_DATA_DIR = Path(__file__).resolve().parent / "data"
+SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_DIR = TESTS_DATA_DIR  # what tests read unless told otherwise
+
+# Paths inside a data tree (the slices keep the upstream names, so one loader reads both).
+TAU_BENCH_FILE = Path("tau-bench", "gpt-4o-airline.json")
+FRIENDSQA_FILE = Path("friendsqa", "friendsqa_dev.json")
+# Upstream provenance and licence files copied next to the slices unchanged.
+LICENCE_FILES = (
+    Path("tau-bench", "LICENSE"),
+    Path("tau-bench", "SOURCE"),
+    Path("friendsqa", "LICENSE.txt"),
+    Path("friendsqa", "SOURCE"),
+    Path("irc-dev", "LICENSE-data.txt"),
+    Path("irc-dev", "SOURCE"),
+)
 
 # Synthetic clock: every message is one second after the previous one, every conversation starts
 # an hour after the previous one, so times increase across a whole data set.
@@ -63,6 +78,17 @@ class FriendsScene(TypedDict):
     utterances: list[FriendsUtterance]
 
 
+def shared_data_dir() -> Path:
+    """The full data sets beside the project, for benchmarks; a clear error if they are absent."""
+    if not (SHARED_DATA_DIR / TAU_BENCH_FILE).is_file():
+        raise FileNotFoundError(
+            f"the full public data sets are not at {SHARED_DATA_DIR} (expected "
+            f"{TAU_BENCH_FILE} and {FRIENDSQA_FILE} there); benchmarks need them beside the "
+            "project as ../shared/data. Tests do not: they read the slices in tests/data."
+        )
+    return SHARED_DATA_DIR
+
+
 def _at(conversation: int, index: int) -> str:
     return (EPOCH + timedelta(hours=conversation, seconds=index)).isoformat()
 
@@ -71,9 +97,9 @@ def _at(conversation: int, index: int) -> str:
 
 
 @cache
-def tau_trajectories() -> tuple[TauTrajectory, ...]:
-    """The raw tau-bench airline trajectories, parsed once per test session."""
-    data = json.loads(TAU_BENCH_FILE.read_text(encoding="utf-8"))
+def tau_trajectories(root: Path = DATA_DIR) -> tuple[TauTrajectory, ...]:
+    """The raw tau-bench airline trajectories under `root`, parsed once per test session."""
+    data = json.loads((root / TAU_BENCH_FILE).read_text(encoding="utf-8"))
     return tuple(cast(list[TauTrajectory], data))
 
 
@@ -133,13 +159,13 @@ def tau_raw_event(trajectory: TauTrajectory, position: int = 0) -> RawEvent:
     }
 
 
-def tau_raw_events() -> list[RawEvent]:
-    return [tau_raw_event(t, position) for position, t in enumerate(tau_trajectories())]
+def tau_raw_events(root: Path = DATA_DIR) -> list[RawEvent]:
+    return [tau_raw_event(t, position) for position, t in enumerate(tau_trajectories(root))]
 
 
-def tau_events() -> list[TurnEvent]:
+def tau_events(root: Path = DATA_DIR) -> list[TurnEvent]:
     """Every tau-bench trajectory as a validated TurnEvent."""
-    return [TurnEvent.model_validate(raw) for raw in tau_raw_events()]
+    return [TurnEvent.model_validate(raw) for raw in tau_raw_events(root)]
 
 
 # --- FriendsQA -------------------------------------------------------------------------------
@@ -159,9 +185,9 @@ def friends_participant_id(name: str) -> str:
 
 
 @cache
-def friends_scenes() -> tuple[FriendsScene, ...]:
-    """Every FriendsQA scene (one per paragraph), parsed once per test session."""
-    data = json.loads(FRIENDSQA_FILE.read_text(encoding="utf-8"))
+def friends_scenes(root: Path = DATA_DIR) -> tuple[FriendsScene, ...]:
+    """Every FriendsQA scene (one per paragraph) under `root`, parsed once per test session."""
+    data = json.loads((root / FRIENDSQA_FILE).read_text(encoding="utf-8"))
     scenes: list[FriendsScene] = []
     for episode in data["data"]:
         for paragraph in episode["paragraphs"]:
@@ -226,13 +252,15 @@ def friends_raw_event(
     }
 
 
-def friends_raw_events(*, observer: bool = False) -> list[RawEvent]:
+def friends_raw_events(*, observer: bool = False, root: Path = DATA_DIR) -> list[RawEvent]:
     return [
         friends_raw_event(scene, position, observer=observer)
-        for position, scene in enumerate(friends_scenes())
+        for position, scene in enumerate(friends_scenes(root))
     ]
 
 
-def friends_events(*, observer: bool = False) -> list[TurnEvent]:
+def friends_events(*, observer: bool = False, root: Path = DATA_DIR) -> list[TurnEvent]:
     """Every FriendsQA scene as a validated group TurnEvent."""
-    return [TurnEvent.model_validate(raw) for raw in friends_raw_events(observer=observer)]
+    return [
+        TurnEvent.model_validate(raw) for raw in friends_raw_events(observer=observer, root=root)
+    ]

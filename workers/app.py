@@ -12,6 +12,7 @@ from celery import Celery
 
 from workers import runtime
 from workers.celeryconfig import celery_config
+from workers.heartbeat import HeartbeatStep
 from workers.reconcile import ReconcileStep
 
 
@@ -22,3 +23,4 @@ def _config() -> dict[str, Any]:
 app = Celery("memsync", include=["workers.tasks", "workers.signals"])
 app.add_defaults(_config)
 app.steps["worker"].add(ReconcileStep)
+app.steps["worker"].add(HeartbeatStep)

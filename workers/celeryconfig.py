@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 
@@ -63,7 +63,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # the hard limit is killed and its message requeued (reject_on_worker_lost).
         "task_time_limit": settings.task_time_limit,
         "task_default_queue": INGEST_QUEUE,
-        "task_queues": (Queue(INGEST_QUEUE), Queue(SYNC_QUEUE)),
+        # Each queue on its own exchange and key: left to Celery's defaults, both would bind to
+        # the default queue's exchange and key, and `celery report` would show sync behind it.
+        "task_queues": tuple(
+            Queue(name, Exchange(name, type="direct"), routing_key=name)
+            for name in (INGEST_QUEUE, SYNC_QUEUE)
+        ),
         "task_routes": {
             "memsync.ingest": {"queue": INGEST_QUEUE},
             "memsync.sync": {"queue": SYNC_QUEUE},

@@ -1,54 +1,103 @@
-"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo."""
+"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo.
+
+Every failure ends as one line on stderr (`memsync: ...`, never a traceback nor a password) and
+a non-zero exit: 1 the operation failed or is incomplete, 2 bad usage, input or settings,
+3 a service (Redis, Neo4j) is unreachable, 130 interrupted. See workers/cli_errors.py.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import InvalidEvent, MemsyncError
-from pipeline.graph.directory import grant_trust, list_trust, revoke_trust
-from pipeline.graph.model import TRUST_KINDS
-from pipeline.graph.reader import agent_commitments, agent_facts, recall
-from pipeline.graph.schema import init_schema
-from pipeline.graph.writer import verify_fact
+from pipeline.errors import InvalidEvent
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import localstack, runtime
-from workers.display import describe_memory
+from workers.cli_errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    describe,
+    redact_url,
+)
+from workers.cli_graph import add_graph_commands
 from workers.inflight import InFlight
+from workers.ledger import TurnStatus
 from workers.progress import ProgressBar
-from workers.reconcile import sweep
+from workers.reconcile import send_ingest, sweep
 from workers.replay import parse_duration, replay
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
+from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
 from workers.spool import Spool
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from workers.producer import Producer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    settings = Settings()
-    runtime.configure(settings)
+    """Run one command; every failure becomes one line on stderr and a documented exit code."""
+    args = _parser().parse_args(argv)
+    if args.command != "worker":  # Celery sets up a worker's logging itself
+        # Commands report outcomes themselves; library warnings (the producer spooling, say)
+        # would only repeat them, so they show with --debug alone.
+        logging.basicConfig(
+            level=logging.DEBUG if args.debug else logging.CRITICAL,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+    for name, closest in unknown_variables(os.environ):
+        hint = f"; did you mean {closest}?" if closest else ""
+        print(f"memsync: warning: {name} is not a memsync setting{hint} (ignored)", file=sys.stderr)
+    settings: Settings | None = None
     try:
-        result: int = args.handler(args, settings)
-    except MemsyncError as exc:
-        print(f"memsync: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return result
+        settings = Settings()
+        runtime.configure(settings)
+        return int(args.handler(args, settings))
+    except (Exception, KeyboardInterrupt) as exc:
+        if args.debug:
+            traceback.print_exc()
+        code, line = describe(exc, settings)
+        print(f"memsync: {line}", file=sys.stderr)
+        return code
+
+
+def _version() -> str:
+    try:
+        return metadata.version("memsync")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memsync", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="memsync",
+        description=__doc__,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"memsync {_version()}")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of failures")
     sub = parser.add_subparsers(dest="command", required=True)
 
     worker = sub.add_parser("worker", help="run a Celery worker on the memsync queues")
+    worker.add_argument(
+        "--hostname",
+        "-n",
+        default=None,
+        help="node name, unique per worker (%%h = host); default memsync-PID@%%h",
+    )
     worker.add_argument("--concurrency", "-c", type=int, default=None)
     worker.add_argument("--loglevel", "-l", default="INFO")
     worker.add_argument("--queues", "-Q", default=f"{INGEST_QUEUE},{SYNC_QUEUE}")
@@ -60,19 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     emit.add_argument("--timeout", type=float, default=600.0, help="seconds --wait may take")
     emit.set_defaults(handler=_emit)
 
-    graph = sub.add_parser("graph", help="graph schema")
-    graph_sub = graph.add_subparsers(dest="graph_command", required=True)
-    graph_sub.add_parser("init", help="create constraints and indexes (idempotent)").set_defaults(
-        handler=_graph_init
-    )
-
-    rec = sub.add_parser("recall", help="what an agent remembers")
-    rec.add_argument("--agent", required=True, help="agent participant id")
-    rec.add_argument("--tenant", default="default")
-    rec.add_argument("--channel", default=None, help="only this channel id")
-    rec.add_argument("--limit", type=int, default=50)
-    rec.add_argument("--json", action="store_true")
-    rec.set_defaults(handler=_recall)
+    add_graph_commands(sub)
 
     services = sub.add_parser("services", help="local Redis and Neo4j on loopback")
     services.add_argument("action", choices=["install", "up", "down", "status"])
@@ -83,8 +120,6 @@ def _parser() -> argparse.ArgumentParser:
     stats.set_defaults(handler=_stats)
 
     _add_dlq(sub)
-    _add_trust(sub)
-    _add_facts(sub)
 
     spool = sub.add_parser("spool", help="the producer's local spool")
     spool.add_argument("action", choices=["status", "flush"])
@@ -121,71 +156,34 @@ def _add_dlq(sub: Any) -> None:
     dlq_purge.set_defaults(handler=_dlq_purge)
 
 
-def _add_trust(sub: Any) -> None:
-    trust = sub.add_parser("trust", help="the trust directory (strict mode)")
-    trust_sub = trust.add_subparsers(dest="trust_command", required=True)
-    for name, text in (("grant", "TRUSTER trusts TRUSTEE"), ("revoke", "remove a grant")):
-        cmd = trust_sub.add_parser(name, help=text)
-        cmd.add_argument("truster", help="agent id, or a human owner's id")
-        cmd.add_argument("trustee", help="participant id")
-        cmd.add_argument("--tenant", default="default")
-        if name == "grant":
-            cmd.add_argument("--as", dest="as_", default="connected", choices=TRUST_KINDS)
-        cmd.set_defaults(handler=_trust)
-    trust_list = trust_sub.add_parser("list", help="grants, optionally of one truster")
-    trust_list.add_argument("--truster", default=None)
-    trust_list.add_argument("--tenant", default="default")
-    trust_list.add_argument("--json", action="store_true")
-    trust_list.set_defaults(handler=_trust)
-
-
-def _add_facts(sub: Any) -> None:
-    facts = sub.add_parser("facts", help="what agents know: facts and commitments")
-    facts_sub = facts.add_subparsers(dest="facts_command", required=True)
-    listing = facts_sub.add_parser("list", help="an agent's facts and commitments")
-    listing.add_argument("--agent", required=True)
-    listing.add_argument("--tenant", default="default")
-    listing.add_argument("--all", action="store_true", help="include superseded facts")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=_facts)
-    verify = facts_sub.add_parser("verify", help="mark a fact verified (the only way to get it)")
-    verify.add_argument("key")
-    verify.set_defaults(handler=_facts)
-
-
-def _facts(args: argparse.Namespace, settings: Settings) -> int:
-    graph = runtime.graph()
-    if args.facts_command == "verify":
-        if verify_fact(graph, args.key):
-            print(f"verified {args.key}")
-            return 0
-        print(f"memsync: no fact {args.key}", file=sys.stderr)
-        return 1
-    facts = agent_facts(graph, args.tenant, args.agent, include_superseded=args.all)
-    commitments = agent_commitments(graph, args.tenant, args.agent)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "facts": [f.model_dump(mode="json") for f in facts],
-                    "commitments": [c.model_dump(mode="json") for c in commitments],
-                },
-                indent=2,
-            )
-        )
-        return 0
-    for line in describe_memory(facts, commitments):
-        print(line)
-    return 0
-
-
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.app import app
 
-    argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel]
+    # Celery's default node name (celery@host) would be shared by two workers on one host,
+    # which breaks `celery inspect` and remote control; the pid keeps ours apart.
+    hostname = args.hostname or f"memsync-{os.getpid()}@%h"
+    argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel, "--hostname", hostname]
     argv += ["-c", str(args.concurrency or settings.worker_concurrency)]
-    app.worker_main(argv)
-    return 0
+    return run_celery(app, argv)
+
+
+def run_celery(app: Celery, argv: list[str]) -> int:
+    """Run `celery ARGV` for this app and return its exit status.
+
+    Celery's own `worker_main` discards the status a worker sets when it stops on an
+    unrecoverable error, so a supervisor told to restart on failure would never restart it.
+    """
+    from celery.bin.celery import celery as celery_command
+    from click.exceptions import Exit
+
+    celery_command.params[0].default = app
+    try:
+        status = celery_command.main(args=argv, standalone_mode=False)
+    except Exit as exc:
+        status = exc.exit_code
+    finally:
+        celery_command.params[0].default = None
+    return status if isinstance(status, int) else 0
 
 
 def read_events(path: Path) -> tuple[list[TurnEvent], list[str]]:
@@ -211,32 +209,78 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
         for error in errors:
             print(error, file=sys.stderr)
         print(f"memsync: {len(errors)} invalid event(s); nothing was sent", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     producer = Producer(settings)
     try:
-        for event in events:
-            producer.emit(event)
-        if not producer.flush(timeout=args.timeout):
-            print(f"memsync: {producer.pending} event(s) not published", file=sys.stderr)
-            return 1
-        print(f"emitted {len(events)} event(s)")
-        if not args.wait:
-            return 0
-        # The producer keeps draining its spool while we wait, should the broker be away.
-        bar = ProgressBar(total=len(events), label="syncing")
-        statuses = runtime.ledger().wait(
+        statuses = _send(producer, events, args)
+    except (Exception, KeyboardInterrupt) as exc:
+        # One line says both what went wrong and where the events are now.
+        if args.debug:
+            traceback.print_exc()
+        code, line = describe(exc, settings)
+        note = _spool_note(_close(producer), settings)
+        print(f"memsync: {line}{'; ' + note if note else ''}", file=sys.stderr)
+        return code
+    note = _spool_note(_close(producer), settings)
+    if note:
+        where = redact_url(settings.broker_url)
+        print(f"memsync: Redis at {where} was unreachable; {note}", file=sys.stderr)
+    if statuses is None:
+        return EXIT_FAILED
+    if not args.wait:
+        return EXIT_UNREACHABLE if note else 0
+    return _outcome(statuses)
+
+
+def _send(
+    producer: Producer, events: list[TurnEvent], args: argparse.Namespace
+) -> list[TurnStatus] | None:
+    """Emit the events and, with --wait, wait for their syncs; None if they were not all handed
+    to the broker or the spool in time."""
+    for event in events:
+        producer.emit(event)
+    if not producer.flush(timeout=args.timeout):
+        print(f"memsync: {producer.pending} event(s) not published", file=sys.stderr)
+        return None
+    print(f"emitted {len(events)} event(s)")
+    if not args.wait:
+        return []
+    # The producer keeps draining its spool while we wait, should the broker be away.
+    bar = ProgressBar(total=len(events), label="syncing")
+    try:
+        return runtime.ledger().wait(
             [(e.tenant, e.event_id) for e in events], timeout=args.timeout, on_progress=bar.update
         )
-        bar.close()
     finally:
+        bar.close()
+
+
+def _spool_note(spooled: int, settings: Settings) -> str:
+    if not spooled:
+        return ""
+    return (
+        f"{spooled} event(s) wait in the spool ({settings.spool_dir}); "
+        "`memsync spool flush` publishes them"
+    )
+
+
+def _close(producer: Producer) -> int:
+    """Close the producer; how many events it left in the spool. A broker blip here is no
+    failure: whatever was not published is in the spool, and that count is what matters."""
+    try:
         producer.close(timeout=5)
-        spooled = producer.spool_status().events
-        if spooled:
-            print(
-                f"memsync: {spooled} event(s) wait in the spool ({settings.spool_dir}); "
-                "`memsync spool flush` publishes them",
-                file=sys.stderr,
-            )
+    except Exception as exc:  # kombu and redis raise many types while dropping a dead connection
+        print(f"memsync: warning: closing the broker connection: {exc}", file=sys.stderr)
+    try:
+        return producer.spool_status().events
+    except Exception as exc:  # sqlite trouble must not hide the command's own outcome
+        print(f"memsync: warning: cannot read the spool: {exc}", file=sys.stderr)
+        return 0
+
+
+def _outcome(statuses: list[TurnStatus]) -> int:
+    """Summarise an `emit --wait`: 0 only if every trusted agent remembers every turn and trust
+    left no agent out."""
     failed = [s for s in statuses if s.finished and not s.complete]
     unfinished = [s for s in statuses if not s.finished]
     synced = sum(s.synced for s in statuses)
@@ -244,29 +288,16 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
     for status in failed:
         why = status.reason or f"{status.dead} agent sync(s) dead-lettered"
         print(f"{status.state} {status.event_id}: {why}", file=sys.stderr)
+    left_out = [s.untrusted for s in statuses if s.untrusted]
+    if left_out:
+        print(
+            f"memsync: {len(left_out)} event(s) left {sum(left_out)} agent(s) out as untrusted; "
+            "see `memsync stats` / the audit stream",
+            file=sys.stderr,
+        )
     if unfinished:
         print(f"memsync: {len(unfinished)} event(s) not finished in time", file=sys.stderr)
-        return 1
-    return 1 if failed else 0
-
-
-def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
-    statements = init_schema(runtime.graph())
-    print(f"graph schema ready ({len(statements)} constraints and indexes ensured)")
-    return 0
-
-
-def _recall(args: argparse.Namespace, settings: Settings) -> int:
-    episodes = recall(runtime.graph(), args.tenant, args.agent, args.channel, args.limit)
-    if args.json:
-        print(json.dumps([e.model_dump(mode="json") for e in episodes], indent=2))
-        return 0
-    for e in episodes:
-        when = e.created_at.strftime("%Y-%m-%d %H:%M")
-        print(f"[{when}] #{e.channel_title or e.channel_id} {e.speaker_label}: {e.content}")
-    if not episodes:
-        print(f"{args.agent} remembers nothing yet")
-    return 0
+    return EXIT_FAILED if failed or unfinished or left_out else 0
 
 
 def _services(args: argparse.Namespace, settings: Settings) -> int:
@@ -279,8 +310,16 @@ def _services(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "down":
         stopped = localstack.down(settings)
         print(f"stopped: {', '.join(stopped) or 'nothing'}")
-    for state in localstack.status(settings):
+    states = localstack.status(settings)
+    for state in states:
         print(state.describe())
+    down = [state.name for state in states if not state.reachable]
+    if down and args.action in {"up", "status"}:
+        print(
+            f"memsync: {', '.join(down)} down; `memsync services up` starts local ones",
+            file=sys.stderr,
+        )
+        return EXIT_UNREACHABLE
     return 0
 
 
@@ -350,25 +389,9 @@ def _dlq_purge(args: argparse.Namespace, settings: Settings) -> int:
         except ValueError as exc:
             print(f"memsync: {exc}", file=sys.stderr)
             return 2
-    print(f"purged {store.remove(ids)} dead letter(s)")
-    return 0
-
-
-def _trust(args: argparse.Namespace, settings: Settings) -> int:
-    graph = runtime.graph()
-    if args.trust_command == "grant":
-        grant_trust(graph, args.tenant, args.truster, args.trustee, args.as_)
-        print(f"{args.truster} trusts {args.trustee} as {args.as_}")
-        return 0
-    if args.trust_command == "revoke":
-        revoked = revoke_trust(graph, args.tenant, args.truster, args.trustee)
-        print(f"revoked: {args.truster} -> {args.trustee}" if revoked else "no such grant")
-        return 0 if revoked else 1
-    edges = list_trust(graph, args.tenant, args.truster)
-    if args.json:
-        print(json.dumps([e.model_dump() for e in edges], indent=2))
-    for e in [] if args.json else edges:
-        print(f"{e.truster} -> {e.trustee} as {e.as_} (since {e.granted_at})")
+    result = store.purge(ids)
+    print(f"purged {result.removed} dead letter(s)")
+    print(result.aof_note)
     return 0
 
 
@@ -377,29 +400,36 @@ def _spool(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.action == "flush":
         producer = Producer(settings)
-        published = producer.flush_spool()
+        taken = producer.flush_spool()
+        refused = producer.counters["refused"]
         producer.close(timeout=5)
-        print(f"published {published} spooled event(s)")
-    status = Spool(settings.spool_dir).status()
+        print(f"published {taken - refused} spooled event(s), {refused} refused by the broker")
+    spool = Spool(settings.spool_dir)
+    try:
+        status = spool.status()
+    finally:
+        spool.close()
     oldest = "-" if status.oldest_at is None else f"{time.time() - status.oldest_at:.0f}s ago"
     print(
         f"spool {status.path}: {status.events}/{status.max_events} events, "
-        f"{status.bytes}/{status.max_bytes} bytes, oldest {oldest}"
+        f"{status.bytes}/{status.max_bytes} bytes, oldest {oldest}, "
+        f"{status.refused} refused by the broker (kept in its refused table)"
     )
     return 0 if args.action == "status" or status.events == 0 else 1
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.app import app
 
     older = parse_duration(args.older_than) if args.older_than else settings.reconcile_after
     client = runtime.redis_client()
 
-    def send(payload: list[dict[str, Any]]) -> None:
-        app.send_task("memsync.ingest", args=(payload,), queue=INGEST_QUEUE)
-
-    report = sweep(InFlight(client), runtime.ledger(), send, older)
+    report = sweep(InFlight(client), runtime.ledger(), send_ingest, older)
     print(f"re-sent {len(report.resent)} unsettled turn(s); {len(report.settled)} already settled")
+    print(f"left {len(report.waiting)} turn(s) that may still wait in a queue behind a backlog")
+    print(
+        f"skipped {len(report.skipped)} in-flight turn(s) it could not handle "
+        f"({len(report.dead_lettered)} moved to the dead letters)"
+    )
     print(f"{InFlight(client).count()} turn(s) in flight")
     return 0
 

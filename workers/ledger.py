@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-import functools
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, cast
 
 import redis
 
 from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
-from workers.inflight import InFlight, turn_id, untrack_in
+from workers import keys
+from workers.inflight import InFlight, untrack_in
+from workers.redisfaults import redis_errors
 
-STATS_KEY = "memsync:stats"
-AUDIT_STREAM = "memsync:audit"
+log = logging.getLogger("memsync.ledger")
+
 AUDIT_MAXLEN = 20_000
 TURN_TTL_SECONDS = 7 * 24 * 3600
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def _turn_key(tenant: str, event_id: str) -> str:
-    return f"memsync:turn:{tenant}/{event_id}"
+WAIT_POLL_SECONDS = 0.2
+WAIT_RETRY_MAX_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +36,8 @@ class TurnStatus:
     synced: int
     dead: int = 0
     reason: str | None = None
+    untrusted: int = 0  # agent participants left out: their trust rule refused the turn
+    accepted_at: float | None = None  # when ingest recorded it (its syncs were sent after)
 
     @property
     def finished(self) -> bool:
@@ -53,26 +52,13 @@ class TurnStatus:
         return self.state == "accepted" and self.synced >= self.expected
 
 
-def _redis_errors(fn: Callable[P, T]) -> Callable[P, T]:
-    """Redis connection trouble surfaces as BrokerUnavailable (retryable)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise BrokerUnavailable(f"Redis unavailable: {exc}") from exc
-
-    return wrapper
-
-
 class Ledger:
     """Small, idempotent Redis records kept beside the queues."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    @_redis_errors
+    @redis_errors
     def accept(self, accounts: Sequence[TurnAccount]) -> None:
         """Record how many agent syncs each turn expects, and why anything was left out.
 
@@ -80,15 +66,24 @@ class Ledger:
         """
         pipe = self.client.pipeline(transaction=False)
         settled = [
-            turn_id(a.tenant, a.event_id)
+            keys.turn_ref(a.tenant, a.event_id)
             for a in accounts
             if not any(d.trusted for d in a.decisions)
         ]
         untrack_in(pipe, settled)
         for account in accounts:
-            key = _turn_key(account.tenant, account.event_id)
-            expected = [d.agent_key for d in account.decisions if d.trusted]
-            pipe.hset(key, mapping={"state": "accepted", "expected": len(expected)})
+            key = keys.turn(account.tenant, account.event_id)
+            expected = sum(1 for d in account.decisions if d.trusted)
+            untrusted = len(account.decisions) - expected
+            pipe.hset(
+                key,
+                mapping={
+                    "state": "accepted",
+                    "expected": expected,
+                    "untrusted": untrusted,
+                    "accepted_at": time.time(),
+                },
+            )
             pipe.expire(key, TURN_TTL_SECONDS)
             for dropped in account.dropped:
                 self._audit(pipe, account, "dropped", dropped.message_id, dropped.reason)
@@ -97,15 +92,15 @@ class Ledger:
                     self._audit(pipe, account, "untrusted", decision.agent_key, decision.reason)
         pipe.execute()
 
-    @_redis_errors
+    @redis_errors
     def reject(self, tenant: str, event_id: str, reason: str, state: str = "rejected") -> None:
         """An event that will not be ingested: invalid (rejected) or out of retries."""
-        key = _turn_key(tenant, event_id)
+        key = keys.turn(tenant, event_id)
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(key, mapping={"state": state, "expected": 0, "reason": reason})
         pipe.expire(key, TURN_TTL_SECONDS)
         pipe.xadd(
-            AUDIT_STREAM,
+            keys.AUDIT,
             {
                 "tenant": tenant,
                 "event_id": event_id,
@@ -116,49 +111,76 @@ class Ledger:
             maxlen=AUDIT_MAXLEN,
             approximate=True,
         )
-        pipe.hincrby(STATS_KEY, f"events.{state}", 1)
-        untrack_in(pipe, [turn_id(tenant, event_id)])
+        pipe.hincrby(keys.STATS, f"events.{state}", 1)
+        untrack_in(pipe, [keys.turn_ref(tenant, event_id)])
         pipe.execute()
 
-    @_redis_errors
+    @redis_errors
     def mark_synced(self, jobs: Sequence[SyncJob]) -> None:
         """One agent's memory of each turn is written; turns now complete are settled."""
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
-            key = _turn_key(job.tenant, job.event_id)
-            pipe.sadd(key + ":synced", job.agent.key)
-            pipe.srem(key + ":dead", job.agent.key)
-            pipe.expire(key + ":synced", TURN_TTL_SECONDS)
+            synced = keys.turn_synced(job.tenant, job.event_id)
+            pipe.sadd(synced, job.agent.key)
+            pipe.srem(keys.turn_dead(job.tenant, job.event_id), job.agent.key)
+            pipe.expire(synced, TURN_TTL_SECONDS)
         pipe.execute()
         self.settle([(job.tenant, job.event_id) for job in jobs])
 
-    @_redis_errors
+    @redis_errors
     def mark_dead(self, tenant: str, event_id: str, agent_key: str) -> None:
         """One agent's sync of a turn went to the dead-letter store."""
-        key = _turn_key(tenant, event_id) + ":dead"
+        key = keys.turn_dead(tenant, event_id)
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(key, agent_key)
         pipe.expire(key, TURN_TTL_SECONDS)
         pipe.execute()
         self.settle([(tenant, event_id)])
 
-    @_redis_errors
+    @redis_errors
+    def refuse(self, refusals: Sequence[tuple[str, str, str, str]]) -> None:
+        """Audit and count parts of turns the writer refused: (tenant, event_id, subject, reason).
+
+        E.g. a message id reused with another sender or text (`message_id_reuse`), or an event
+        naming a different owner than the recorded one (`owner_mismatch`).
+        """
+        if not refusals:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, event_id, subject, reason in refusals:
+            pipe.xadd(
+                keys.AUDIT,
+                {
+                    "tenant": tenant,
+                    "event_id": event_id,
+                    "kind": "refused",
+                    "subject": subject,
+                    "reason": reason,
+                },
+                maxlen=AUDIT_MAXLEN,
+                approximate=True,
+            )
+            pipe.hincrby(keys.STATS, f"refused.{reason}", 1)
+        pipe.execute()
+
+    @redis_errors
     def count(self, counts: Mapping[str, int]) -> None:
+        """Add to the named counters (`memsync stats`)."""
         if not counts:
             return
         pipe = self.client.pipeline(transaction=False)
         for name, value in counts.items():
-            pipe.hincrby(STATS_KEY, name, value)
+            pipe.hincrby(keys.STATS, name, value)
         pipe.execute()
 
-    @_redis_errors
+    @redis_errors
     def statuses(self, turns: Sequence[tuple[str, str]]) -> list[TurnStatus]:
         """Status of each (tenant, event_id), in the order asked."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, event_id in turns:
-            pipe.hgetall(_turn_key(tenant, event_id))
-            pipe.scard(_turn_key(tenant, event_id) + ":synced")
-            pipe.scard(_turn_key(tenant, event_id) + ":dead")
+            pipe.hgetall(keys.turn(tenant, event_id))
+            pipe.scard(keys.turn_synced(tenant, event_id))
+            pipe.scard(keys.turn_dead(tenant, event_id))
         replies = pipe.execute()
         result: list[TurnStatus] = []
         for index, (tenant, event_id) in enumerate(turns):
@@ -173,15 +195,20 @@ class Ledger:
                     synced=int(replies[3 * index + 1]),
                     dead=int(replies[3 * index + 2]),
                     reason=fields.get("reason"),
+                    untrusted=int(fields.get("untrusted", 0)),
+                    accepted_at=float(fields["accepted_at"]) if "accepted_at" in fields else None,
                 )
             )
         return result
 
+    @redis_errors
     def settle(self, turns: Iterable[tuple[str, str]]) -> None:
         """Forget the in-flight copies of turns that are finished (see workers/inflight.py)."""
         wanted = list(dict.fromkeys(turns))
         if wanted:
-            done = [turn_id(s.tenant, s.event_id) for s in self.statuses(wanted) if s.finished]
+            done = [
+                keys.turn_ref(s.tenant, s.event_id) for s in self.statuses(wanted) if s.finished
+            ]
             InFlight(self.client).untrack(done)
 
     def wait(
@@ -191,26 +218,47 @@ class Ledger:
         timeout: float,
         on_progress: Callable[[int], None] | None = None,
     ) -> list[TurnStatus]:
-        """Poll until every turn is synced for every trusted agent (or rejected), or timeout."""
+        """Poll until every turn is synced for every trusted agent (or rejected), or timeout.
+
+        A Redis blip (restart, AOF replay, timeout) is waited out until the deadline; only if
+        Redis never answered by then is BrokerUnavailable raised. Otherwise the statuses last
+        read are returned, finished or not.
+        """
         deadline = time.monotonic() + timeout
+        statuses: list[TurnStatus] | None = None
+        backoff = WAIT_POLL_SECONDS
         while True:
-            statuses = self.statuses(turns)
+            try:
+                statuses = self.statuses(turns)
+            except BrokerUnavailable as exc:
+                if time.monotonic() > deadline:
+                    if statuses is None:
+                        raise
+                    return statuses
+                log.info("waiting for Redis: %s", exc)
+                time.sleep(min(backoff, max(0.0, deadline - time.monotonic()) + 0.01))
+                backoff = min(backoff * 2, WAIT_RETRY_MAX_SECONDS)
+                continue
+            backoff = WAIT_POLL_SECONDS
             finished = sum(1 for s in statuses if s.finished)
             if on_progress is not None:
                 on_progress(finished)
             if finished == len(turns) or time.monotonic() > deadline:
                 return statuses
-            time.sleep(0.2)
+            time.sleep(WAIT_POLL_SECONDS)
 
+    @redis_errors
     def stats(self) -> dict[str, int]:
-        raw = cast(dict[bytes, bytes], self.client.hgetall(STATS_KEY))
+        """Every counter, by name."""
+        raw = cast(dict[bytes, bytes], self.client.hgetall(keys.STATS))
         return {k.decode(): int(v) for k, v in sorted(raw.items())}
 
+    @redis_errors
     def audit(self, limit: int = 1000) -> list[dict[str, str]]:
         """The newest audit entries, oldest first."""
         entries = cast(
             list[tuple[bytes, dict[bytes, bytes]]],
-            self.client.xrevrange(AUDIT_STREAM, count=limit),
+            self.client.xrevrange(keys.AUDIT, count=limit),
         )
         return [
             {k.decode(): v.decode() for k, v in fields.items()} for _, fields in reversed(entries)
@@ -219,7 +267,7 @@ class Ledger:
     @staticmethod
     def _audit(pipe: Any, account: TurnAccount, kind: str, subject: str, reason: str) -> None:
         pipe.xadd(
-            AUDIT_STREAM,
+            keys.AUDIT,
             {
                 "tenant": account.tenant,
                 "event_id": account.event_id,

@@ -21,10 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from pipeline.errors import PermanentError, RetryableError
-from pipeline.extract import confidence_for, provenance
-from schemas.event import as_utc
+from pipeline.extract import memory_item
 from schemas.memory import MemoryItem, MemoryKind
-from schemas.records import AttributedMessage, ResolvedTurn, Speaker
+from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
 
 INSTRUCTIONS = (
     "You extract long-term memory from a chat turn for one AI agent. Return a JSON object "
@@ -117,8 +116,10 @@ class LLMExtractor:
 
     def _request(self, turn: ResolvedTurn, agent: Speaker) -> dict[str, Any]:
         people = [{"id": p.id, "label": p.label, "kind": p.kind} for p in turn.participants]
+        # Keys escape ':' inside ids, so the id is looked up, never cut out of the key.
+        ids = {p.key: p.id for p in turn.participants}
         lines = [
-            {"message_id": m.id, "speaker_id": m.speaker_key.split(":", 1)[-1], "text": m.content}
+            {"message_id": m.id, "speaker_id": ids.get(m.speaker_key), "text": m.content}
             for m in turn.messages
         ]
         context = {
@@ -172,46 +173,36 @@ class LLMExtractor:
 def proposals_to_items(answer: _Answer, turn: ResolvedTurn) -> list[MemoryItem]:
     """Keep proposals that name this turn's messages and participants; provenance is ours."""
     people = {p.id: p for p in turn.participants}
+    speakers = {p.key: p for p in turn.participants}
     messages: dict[str, AttributedMessage] = {m.id: m for m in turn.messages}
     items: list[MemoryItem] = []
     for proposal in answer.items:
         message = messages.get(proposal.message_id)
-        if message is None:
+        speaker = speakers.get(message.speaker_key) if message else None
+        if message is None or speaker is None:
             continue
-        speaker = people.get(message.speaker_key.split(":", 1)[-1])
-        if speaker is None:
-            continue
+        subject: Speaker | ChannelRef
         if proposal.subject_id == "channel" or proposal.kind == "agreement":
-            subject_key, subject_label = turn.channel.key, turn.channel.title or turn.channel.id
-            about_self = False
+            subject, subject_label = turn.channel, turn.channel.title or turn.channel.id
         elif proposal.subject_id in people:
             subject = people[proposal.subject_id]
-            subject_key, subject_label = subject.key, subject.label
-            about_self = subject.key == speaker.key
+            subject_label = subject.label
         else:
             continue
-        source = provenance(speaker, about_self=about_self)
-        owed_to = people.get(proposal.owed_to_id or "")
-        obligation = proposal.kind in ("commitment", "closure")
-        confidence = confidence_for(proposal.kind, hedged=proposal.hedged)
         items.append(
-            MemoryItem(
-                kind=proposal.kind,
-                subject_key=subject_key,
-                speaker_key=speaker.key,
-                evidence_key=message.key,
-                source=source,
+            memory_item(
+                proposal.kind,
+                speaker=speaker,
+                subject=subject,
+                message=message,
                 predicate=proposal.predicate,
                 value=proposal.value,
                 text=f"{subject_label} {proposal.predicate.replace('_', ' ')} {proposal.value}",
                 topic=proposal.topic,
                 negated=proposal.negated,
                 hedged=proposal.hedged,
-                confidence=confidence,
-                stated_at=message.created_at,
-                owed_by_key=speaker.key if obligation else None,
-                owed_to_key=owed_to.key if obligation and owed_to else None,
-                due=as_utc(proposal.due) if proposal.due else None,
+                owed_to=people.get(proposal.owed_to_id or ""),
+                due=proposal.due,
             )
         )
     return items

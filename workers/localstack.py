@@ -55,7 +55,9 @@ def install(settings: Settings) -> None:
 def up(settings: Settings) -> list[str]:
     """Start Redis and Neo4j on the configured addresses unless something already answers there."""
     started: list[str] = []
-    _run_dir(settings).mkdir(parents=True, exist_ok=True)
+    services.private_dir(settings.state_dir)
+    services.private_dir(_run_dir(settings))
+    services.private_dir(settings.state_dir / "data")
     host, port = settings.broker_address()
     if not services.port_open(host, port):
         redis = services.start_redis(

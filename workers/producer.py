@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import redis
 from celery import Celery
 from kombu import Connection
+from kombu.exceptions import ContentDisallowed, EncodeError
 
 from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
-from workers.inflight import InFlight
+from workers import keys
+from workers.inflight import InFlight, sent_now
 from workers.settings import INGEST_QUEUE, Settings
 from workers.spool import Spool, SpoolStatus
 
@@ -26,6 +30,28 @@ log = logging.getLogger("memsync.producer")
 
 _STOP = object()
 _SPOOL_RETRY_SECONDS = 1.0
+# Refusals that say "the broker is not taking writes now" (a replica after failover, a cluster
+# mid-resharding, missing ACL rights), not "this event cannot be taken": they are retried.
+_TRANSIENT_REFUSALS = (
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.NoPermissionError,
+)
+# A member no turn_ref can equal (they are escaped): ZADD XX on it writes nothing.
+_PROBE_MEMBER = "\x00memsync-write-probe"
+
+Refusal = tuple[dict[str, Any], str]
+
+
+def refused_for_content(exc: BaseException) -> bool:
+    """True when the broker answered and refused what was sent (too large for its memory,
+    unencodable), False for trouble reaching it (connection, timeout), which spooling waits out."""
+    if isinstance(exc, EncodeError | ContentDisallowed):
+        return True
+    return isinstance(exc, redis.exceptions.ResponseError) and not isinstance(
+        exc, _TRANSIENT_REFUSALS
+    )
 
 
 class Producer:
@@ -36,6 +62,13 @@ class Producer:
     per batch, each publish bounded by MEMSYNC_PUBLISH_TIMEOUT. A batch that cannot be published
     goes to the durable spool, and while the spool holds anything new batches queue behind it, so
     events reach the broker in the order they were emitted, also across producer restarts.
+
+    A batch the broker refuses for its content is split until the culprit events are found; the
+    others are published and each culprit is set aside in the spool's refused table with the
+    reason, so it never holds up the events behind it.
+
+    Fork-safe: in a forked child the producer starts over empty (the parent's buffered events stay
+    the parent's), with its own publisher thread, locks and connections.
     """
 
     def __init__(self, settings: Settings, app: Celery | None = None) -> None:
@@ -52,18 +85,38 @@ class Producer:
             max_events=settings.spool_max_events,
             max_bytes=settings.spool_max_bytes,
         )
-        self.counters = {"published": 0, "spooled": 0, "spool_full": 0, "publish_failures": 0}
-        self._buffer: queue.Queue[Any] = queue.Queue(maxsize=settings.producer_buffer)
+        self._closed = False
+        self._final_status: SpoolStatus | None = None
+        self._start()
+        _live.add(self)
+
+    def _start(self) -> None:
+        """Fresh buffer, locks, connections and publisher thread (at creation and after fork)."""
+        self.counters = {
+            "published": 0,
+            "spooled": 0,
+            "spool_full": 0,
+            "publish_failures": 0,
+            "refused": 0,
+        }
+        self._buffer: queue.Queue[Any] = queue.Queue(maxsize=self.settings.producer_buffer)
         self._pending = 0
         self._idle = threading.Condition()
-        self._closed = False
         self._connection: Connection | None = None
         self._publish_lock = threading.Lock()
-        self._final_status: SpoolStatus | None = None
         self._retry_at = 0.0
         self._tracker: InFlight | None = None
         self._thread = threading.Thread(target=self._run, name="memsync-publisher", daemon=True)
         self._thread.start()
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's sockets and SQLite connection stay open for the parent: the child drops
+        # its references without closing them (closing could shut the parent's sockets down).
+        _inherited.extend(x for x in (self._connection, self._tracker) if x is not None)
+        if self._final_status is not None:  # closed before the fork: stays closed
+            return
+        self.spool.reopen_after_fork()
+        self._start()
 
     def emit(self, event: TurnEvent | Mapping[str, Any] | str | bytes) -> str:
         """Validate and buffer one turn; returns its event id at once."""
@@ -95,8 +148,9 @@ class Producer:
         return True
 
     def flush_spool(self) -> int:
-        """Publish everything spooled now; raises if the broker is still away."""
-        return self.spool.drain(self._publish, batch=self.settings.producer_batch)
+        """Publish everything spooled now (refused events are set aside); raises if the broker is
+        still away. Returns how many events left the spool."""
+        return self.spool.drain(self._refusals, batch=self.settings.producer_batch)
 
     def close(self, timeout: float = 10.0) -> bool:
         """Hand every buffered event to the broker or the spool, then stop the publisher."""
@@ -147,11 +201,17 @@ class Producer:
     def _send(self, batch: list[Any]) -> None:
         """Publish a batch, or spool it; never returns with the batch in neither place."""
         if self._drain_spool():
+            refusals: list[Refusal] = []
+            handled = [0]
             try:
-                self._publish(batch)
-                return
+                self._publish_or_refuse(batch, refusals, handled)
             except Exception as exc:  # kombu and redis raise many types; all mean "not sent"
                 self._broker_down(exc)
+            self._set_aside(refusals)
+            # The halves before a failure are published or set aside; only the rest is spooled.
+            batch = batch[handled[0] :]
+            if not batch:
+                return
         while True:
             try:
                 self.spool.append(batch)
@@ -175,7 +235,7 @@ class Producer:
         if time.monotonic() < self._retry_at:
             return False
         try:
-            self.spool.drain(self._publish, batch=self.settings.producer_batch)
+            self.spool.drain(self._refusals, batch=self.settings.producer_batch)
         except Exception as exc:  # still away; the events stay spooled in order
             self._broker_down(exc)
             return False
@@ -185,6 +245,66 @@ class Producer:
         self.counters["publish_failures"] += 1
         self._retry_at = time.monotonic() + _SPOOL_RETRY_SECONDS
         log.warning("broker unavailable, spooling events: %s", exc)
+
+    def _refusals(self, batch: list[Any]) -> list[Refusal]:
+        """Publish a batch (the spool's drain calls this); return what the broker refused."""
+        refusals: list[Refusal] = []
+        self._publish_or_refuse(batch, refusals, [0])
+        return refusals
+
+    def _publish_or_refuse(
+        self, batch: list[Any], refusals: list[Refusal], handled: list[int]
+    ) -> None:
+        """Publish a batch; add the events the broker refused for their content to `refusals`.
+
+        A refused batch is halved until the culprits are single events, so every other event is
+        published, in order; `handled[0]` counts the events of the batch published or refused so
+        far. Trouble reaching the broker raises, as from `_publish`.
+        """
+        try:
+            self._publish(batch)
+            handled[0] += len(batch)
+            return
+        except Exception as exc:
+            if not refused_for_content(exc):
+                raise
+            refusal = exc
+        if len(batch) > 1:
+            middle = len(batch) // 2
+            self._publish_or_refuse(batch[:middle], refusals, handled)
+            self._publish_or_refuse(batch[middle:], refusals, handled)
+            return
+        if not self._broker_takes_writes():
+            # A full broker refuses every write, small or large: wait for it, as for an outage.
+            raise refusal
+        event = batch[0]
+        # It may have been recorded as in flight before the broker refused the message itself.
+        self._inflight().untrack(
+            [keys.turn_ref(str(event.get("tenant", "default")), event["event_id"])]
+        )
+        self.counters["refused"] += 1
+        reason = f"{type(refusal).__name__}: {refusal}"
+        log.error("broker refused event %s; set aside in the spool: %s", event["event_id"], reason)
+        refusals.append((event, reason))
+        handled[0] += 1
+
+    def _broker_takes_writes(self) -> bool:
+        """Whether the broker accepts a small write now (a write that changes nothing)."""
+        try:
+            self._inflight().client.zadd(keys.INFLIGHT_SINCE, {_PROBE_MEMBER: 0}, xx=True)
+        except redis.RedisError:
+            return False
+        return True
+
+    def _set_aside(self, refusals: list[Refusal]) -> None:
+        """Record refused events in the spool; they must not be lost, so this waits for room."""
+        while refusals:
+            try:
+                self.spool.refuse(refusals)
+                return
+            except sqlite3.OperationalError as exc:
+                log.error("could not record %d refused event(s): %s", len(refusals), exc)
+                time.sleep(_SPOOL_RETRY_SECONDS)
 
     def _publish(self, batch: list[Any]) -> None:
         with self._publish_lock:
@@ -198,6 +318,7 @@ class Producer:
                     queue=INGEST_QUEUE,
                     producer=self.app.amqp.Producer(connection, auto_declare=False),
                     retry=False,
+                    headers=sent_now(),
                 )
             except Exception:
                 self._reset_connection()
@@ -241,6 +362,20 @@ class Producer:
 
 _default: Producer | None = None
 _default_lock = threading.Lock()
+# Producers alive in this process, so a forked child can restart each of them.
+_live: weakref.WeakSet[Producer] = weakref.WeakSet()
+# What a forked child inherited and must neither use nor close (see _after_fork_in_child).
+_inherited: list[object] = []
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()  # the parent may have held it while forking
+    for producer in list(_live):
+        producer._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_producer() -> Producer:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from celery import Celery
 
 from workers.deadletter import DeadLetter, DeadLetterStore
+from workers.inflight import sent_now
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -46,8 +47,9 @@ def replay(
             else:
                 letters.append(letter)
     for done, letter in enumerate(letters, start=1):
-        if not letter.replayable:
-            report.skipped.append((letter.id, "unreadable bytes cannot be replayed; purge it"))
+        why_not = letter.unreplayable_reason
+        if why_not is not None:
+            report.skipped.append((letter.id, why_not))
         else:
             if not dry_run:
                 app.send_task(
@@ -56,6 +58,7 @@ def replay(
                     queue=letter.queue,
                     task_id=str(uuid.uuid4()),
                     headers={
+                        **sent_now(),
                         "memsync_dlq_entry": letter.id,
                         "memsync_idempotency_key": letter.idempotency_key,
                     },

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -14,12 +13,14 @@ import redis
 from pipeline.errors import ConfigurationError
 from pipeline.extract import Extractor, RulesExtractor
 from pipeline.graph.directory import lookup_trust
+from pipeline.graph.reader import label_owners as reader_label_owners
 from pipeline.graph.reader import lookup_participants
 from pipeline.graph.store import GraphStore
 from pipeline.lens import BUILTIN_LENSES, Lens, parse_lenses
 from pipeline.trust import DirectoryTrustPolicy, TrustPolicy, trusters
 from schemas.event import TurnEvent
-from schemas.records import KnownParticipant, TrustEntry
+from schemas.records import KnownParticipant, LabelKey, TrustEntry
+from workers.cache import TTLCache
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
 from workers.llm import LLMExtractor, RateLimit
@@ -31,8 +32,9 @@ _graph: GraphStore | None = None
 _graph_pid: int | None = None
 _redis: redis.Redis | None = None
 _redis_pid: int | None = None
-_names: dict[str, tuple[float, KnownParticipant]] = {}
-_trust: dict[str, tuple[float, TrustEntry]] = {}
+# Bounded and expiring; their size and lifetime are applied from settings on every use.
+_names: TTLCache[str, KnownParticipant] = TTLCache(10_000, 300.0)
+_trust: TTLCache[str, TrustEntry] = TTLCache(10_000, 30.0)
 _lenses: dict[str, Lens] | None = None
 _extractor: Extractor | None = None
 V = TypeVar("V")
@@ -99,7 +101,14 @@ def ledger() -> Ledger:
 
 
 def deadletters() -> DeadLetterStore:
-    return DeadLetterStore(redis_client())
+    """The dead-letter store, bounded by the MEMSYNC_DLQ_* settings."""
+    s = settings()
+    return DeadLetterStore(
+        redis_client(),
+        max_entries=s.dlq_max_entries,
+        ttl_seconds=s.dlq_ttl_seconds,
+        payload_max_bytes=s.dlq_payload_max_bytes,
+    )
 
 
 def extractor() -> Extractor:
@@ -148,37 +157,44 @@ def trust_entries(keys: set[str]) -> dict[str, TrustEntry]:
 
     Owners known only from the graph are looked up too, so their grants count.
     """
-    found = _cached(_trust, keys, settings().trust_cache_seconds)
+    s = settings()
+    found = _cached(_trust, keys, s.trust_cache_size, s.trust_cache_seconds)
     missing = keys - found.keys()
     if missing:
         fetched = lookup_trust(graph(), missing)
         owners = {e.owner for e in fetched.values() if e.owner} - keys - found.keys()
         if owners:
             fetched.update(lookup_trust(graph(), owners))
-        now = time.monotonic()
         for key in missing | owners:
             entry = fetched.get(key) or TrustEntry(key=key, trusted=frozenset())
-            _trust[key] = (now, entry)
+            _trust.put(key, entry)
             found[key] = entry
     return found
 
 
-def _cached(cache: dict[str, tuple[float, V]], keys: set[str], ttl: float) -> dict[str, V]:
-    now = time.monotonic()
-    return {k: cache[k][1] for k in keys if k in cache and now - cache[k][0] < ttl}
+def _cached(cache: TTLCache[str, V], keys: set[str], size: int, ttl: float) -> dict[str, V]:
+    """The live entries among `keys`, under the bounds the settings give now."""
+    cache.configure(size, ttl)
+    return cache.get_many(keys)
 
 
 def known_names(keys: set[str]) -> dict[str, KnownParticipant]:
     """Names for participants sent by id alone: from a short-lived cache, else from the graph."""
-    found = _cached(_names, keys, settings().names_cache_seconds)
+    s = settings()
+    found = _cached(_names, keys, s.names_cache_size, s.names_cache_seconds)
     missing = keys - found.keys()
     if missing:
         fetched = lookup_participants(graph(), missing)
-        now = time.monotonic()
         for key, known in fetched.items():
-            _names[key] = (now, known)
+            _names.put(key, known)
         found.update(fetched)
     return found
+
+
+def label_owners(labels: set[LabelKey]) -> dict[LabelKey, str]:
+    """Who already carries each (tenant, label) in the graph; not cached, since a stale answer
+    would let a look-alike take a label someone else just got."""
+    return reader_label_owners(graph(), labels)
 
 
 def reset() -> None:

@@ -39,6 +39,14 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def private_dir(path: Path) -> Path:
+    """Create `path` (and parents) readable by its owner only: service data holds turns."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_uid == os.getuid():  # one someone else owns was chosen deliberately
+        path.chmod(0o700)
+    return path
+
+
 def _require_loopback(host: str) -> None:
     if host not in {"127.0.0.1", "localhost", "::1"}:
         raise ConfigurationError(f"local services bind to loopback only, not {host!r}")
@@ -146,7 +154,7 @@ def start_redis(
     """Start redis-server on loopback and wait until it answers."""
     _require_loopback(host)
     binary = ensure_redis()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     log_path = data_dir / "redis.log"
     args = [
         binary, "--bind", host, "--port", str(port), "--dir", str(data_dir),
@@ -178,7 +186,7 @@ def start_neo4j(
     """Start the embedded Neo4j launcher with Bolt on loopback and wait for its ready line."""
     _require_loopback(host)
     classpath = ensure_neo4j(state_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     log_path = data_dir / "launcher.log"
     args = [
         "java", f"-Xms{min(heap_mb, 512)}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", *JAVA_OPENS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -60,10 +62,22 @@ class Settings(BaseSettings):
     # A turn unsettled this long after it was sent is sent again (see workers/reconcile.py).
     reconcile_after: int = Field(default=4000, ge=5)
     reconcile_interval: int = Field(default=60, ge=1)
+    # Worker liveness (workers/heartbeat.py): each worker renews a key every interval that
+    # expires after the TTL; a worker silent that long is dead, and its unacked messages go
+    # back to their queues at the next sweep (TTL + one interval after a kill, not the
+    # visibility timeout). The TTL must be at least twice the interval.
+    heartbeat_interval: float = Field(default=10.0, ge=0.5)
+    heartbeat_ttl: int = Field(default=30, ge=2)
+    # A consumer that received nothing this long while its queues held messages and it had
+    # room for more is deaf (e.g. after a broker restart) and is made to reconnect.
+    consumer_deaf_after: float = Field(default=30.0, ge=1)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max: int = Field(default=600, ge=1)
     names_cache_seconds: float = Field(default=300.0, ge=0)
     trust_cache_seconds: float = Field(default=30.0, ge=0)
+    # Entries per worker process (least recently used evicted), so memory stays bounded.
+    names_cache_size: int = Field(default=10_000, ge=1)
+    trust_cache_size: int = Field(default=10_000, ge=1)
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
     neo4j_connect_timeout: float = Field(default=10.0, gt=0)
 
@@ -71,6 +85,13 @@ class Settings(BaseSettings):
     spool_max_events: int = Field(default=100_000, ge=1)
     spool_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     publish_timeout: float = Field(default=2.0, gt=0)
+
+    # Dead-letter store (workers/deadletter.py): past the cap the oldest entries are evicted;
+    # with a TTL older ones are dropped (None keeps them until purged); larger payloads are
+    # kept truncated and cannot be replayed (the default keeps every valid event whole).
+    dlq_max_entries: int = Field(default=100_000, ge=1)
+    dlq_ttl_seconds: float | None = Field(default=None, gt=0)
+    dlq_payload_max_bytes: int = Field(default=2_200_000, ge=1024)
 
     # Local services (`memsync services`, the demo, the tests).
     neo4j_heap_mb: int = Field(default=1024, ge=256)
@@ -99,3 +120,24 @@ class Settings(BaseSettings):
     def neo4j_address(self) -> tuple[str, int]:
         parts = urlsplit(self.neo4j_uri)
         return parts.hostname or "127.0.0.1", parts.port or 7687
+
+
+# The test suite's own variables (MEMSYNC_TEST_BROKER_URL...) share the prefix but are no settings.
+_NOT_SETTINGS_PREFIX = "MEMSYNC_TEST_"
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """MEMSYNC_* variables that name no setting, each with the closest real name (or None).
+
+    Settings ignores unknown variables, so a misspelt one would otherwise be dropped silently.
+    """
+    known = sorted(f"MEMSYNC_{name.upper()}" for name in Settings.model_fields)
+    found: list[tuple[str, str | None]] = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("MEMSYNC_") or upper.startswith(_NOT_SETTINGS_PREFIX):
+            continue
+        if upper not in known:
+            close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
+            found.append((name, close[0] if close else None))
+    return found

@@ -54,8 +54,10 @@ def dead_letter_unhandled(
     """Failures the task never saw (hard time limit, lost pool child not requeued) get a letter."""
     if exception is None or getattr(exception, DEAD_LETTERED, False):
         return
-    if isinstance(exception, Reject | Retry | Ignore):
-        return  # requeued, retried or deliberately dropped: not a failure to keep
+    if isinstance(exception, Retry | Ignore):
+        return  # retried, or deliberately dropped: not a failure to keep
+    if isinstance(exception, Reject) and getattr(exception, "requeue", False):
+        return  # back in its queue
     if not isinstance(sender, MemsyncTask):
         return
     payload = args[0] if args else (kwargs or {}).get("payload")

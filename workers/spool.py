@@ -2,16 +2,21 @@
 
 SQLite (WAL, synchronous=FULL) so a spooled batch survives a crash, and several threads and
 processes can share one directory; rows are published oldest first and deleted only afterwards.
+Events the broker refused for what they are (too large, unencodable) are set aside in a second
+table with the reason, so they never hold up the events behind them. Turns are private: the
+directory is its owner's only (0700), and so are the database files (0600).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,9 @@ from typing import Any
 from pipeline.errors import SpoolFull
 
 FILENAME = "spool.sqlite3"
+DIR_MODE = 0o700
+# SQLite gives the -wal and -shm files the database file's permissions.
+FILE_MODE = 0o600
 # A drainer holds the write lock while it publishes; other writers wait this long for it.
 BUSY_TIMEOUT_SECONDS = 5.0
 
@@ -43,7 +51,16 @@ _SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS events_removed AFTER DELETE ON events BEGIN
         UPDATE totals SET events = events - 1, bytes = bytes - OLD.size WHERE one = 1;
     END""",
+    """CREATE TABLE IF NOT EXISTS refused (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        refused_at REAL NOT NULL,
+        reason TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
 )
+# Connections a forked child inherited: never used nor closed there (closing could checkpoint or
+# unlock on the parent's behalf); kept referenced so garbage collection does not close them.
+_inherited: list[sqlite3.Connection] = []
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,17 @@ class SpoolStatus:
     max_events: int
     max_bytes: int
     path: Path
+    refused: int = 0
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An event the broker refused for what it is, set aside with the reason."""
+
+    id: int
+    refused_at: float
+    reason: str
+    payload: dict[str, Any]
 
 
 class Spool:
@@ -72,22 +100,44 @@ class Spool:
             raise ValueError("max_events and max_bytes must be at least 1")
         self.max_events = max_events
         self.max_bytes = max_bytes
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        if directory.stat().st_uid == os.getuid():
+            # Also when it existed (an older version made it); a directory someone else owns
+            # was chosen deliberately and is left as it is.
+            directory.chmod(DIR_MODE)
         self._path = directory / FILENAME
+        _private_files(self._path)
         self._lock = threading.Lock()
-        # isolation_level=None: no implicit transactions; every write opens BEGIN IMMEDIATE itself.
-        self._conn = sqlite3.connect(
-            self._path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-        )
+        _spools.add(self)
+        with self._lock:
+            self._conn = self._open()
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=FULL")
+            except BaseException:
+                self._conn.close()
+                raise
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
             with self._write() as conn:
                 for statement in _SCHEMA:
                     conn.execute(statement)
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; every write opens BEGIN IMMEDIATE itself.
+        return sqlite3.connect(
+            self._path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+
+    def reopen_after_fork(self) -> None:
+        """In a forked child: a new lock and connection; the parent's are left untouched."""
+        self._lock = threading.Lock()
+        _inherited.append(self._conn)
+        with self._lock:
+            self._conn = self._open()
+            self._conn.execute("PRAGMA synchronous=FULL")
 
     @property
     def path(self) -> Path:
@@ -119,12 +169,30 @@ class Spool:
         with self._lock:
             return self._totals()[0]
 
+    def refuse(self, refusals: Sequence[tuple[Mapping[str, Any], str]]) -> None:
+        """Set aside events the broker refused, each with its reason, in one transaction."""
+        rows = _refused_rows(refusals)
+        if rows:
+            with self._write() as conn:
+                conn.executemany(
+                    "INSERT INTO refused (refused_at, reason, payload) VALUES (?, ?, ?)", rows
+                )
+
+    def refused(self, limit: int | None = None) -> list[Refused]:
+        """Events set aside as refused, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, refused_at, reason, payload FROM refused ORDER BY id LIMIT ?",
+                (-1 if limit is None else limit,),
+            ).fetchall()
+        return [Refused(int(i), float(at), str(why), json.loads(p)) for i, at, why, p in rows]
+
     def status(self) -> SpoolStatus:
         """Size, age of the oldest event and bounds, read in one consistent snapshot."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT events, bytes, (SELECT appended_at FROM events ORDER BY id LIMIT 1)"
-                " FROM totals WHERE one = 1"
+                "SELECT events, bytes, (SELECT appended_at FROM events ORDER BY id LIMIT 1),"
+                " (SELECT count(*) FROM refused) FROM totals WHERE one = 1"
             ).fetchone()
         return SpoolStatus(
             events=int(row[0]),
@@ -133,11 +201,12 @@ class Spool:
             max_events=self.max_events,
             max_bytes=self.max_bytes,
             path=self._path,
+            refused=int(row[3]),
         )
 
     def drain(
         self,
-        publish: Callable[[list[dict[str, Any]]], None],
+        publish: Callable[[list[dict[str, Any]]], Sequence[tuple[Mapping[str, Any], str]] | None],
         *,
         batch: int = 50,
         limit: int | None = None,
@@ -148,7 +217,9 @@ class Spool:
         concurrent drainer waits instead of publishing the same rows. If `publish` raises, the
         exception propagates and that chunk and all later ones stay, in order. Delivery is
         at-least-once: if the process dies (or the delete fails) after `publish` returned, the
-        chunk is published again by a later drain. Returns the number of events published.
+        chunk is published again by a later drain. `publish` may return events of the chunk the
+        broker refused, with reasons: they move to the refused table in the same transaction.
+        Returns the number of events taken off the spool (published or refused).
         """
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -160,7 +231,12 @@ class Spool:
                     "SELECT id, payload FROM events ORDER BY id LIMIT ?", (size,)
                 ).fetchall()
                 if rows:
-                    publish([json.loads(payload) for _, payload in rows])
+                    refusals = _refused_rows(publish([json.loads(p) for _, p in rows]) or ())
+                    if refusals:
+                        conn.executemany(
+                            "INSERT INTO refused (refused_at, reason, payload) VALUES (?, ?, ?)",
+                            refusals,
+                        )
                     # The write lock is held since the SELECT, so no other row lies in this range.
                     conn.execute(
                         "DELETE FROM events WHERE id BETWEEN ? AND ?", (rows[0][0], rows[-1][0])
@@ -203,3 +279,46 @@ class Spool:
                 f"{self.max_events} events (MEMSYNC_SPOOL_MAX_EVENTS) / {self.max_bytes} bytes "
                 f"(MEMSYNC_SPOOL_MAX_BYTES)"
             )
+
+
+def _refused_rows(
+    refusals: Sequence[tuple[Mapping[str, Any], str]],
+) -> list[tuple[float, str, str]]:
+    now = time.time()
+    return [
+        (now, reason, json.dumps(dict(p), separators=(",", ":"), ensure_ascii=True))
+        for p, reason in refusals
+    ]
+
+
+def _private_files(database: Path) -> None:
+    """Create the database file owner-only before SQLite opens it, and tighten older files."""
+    os.close(os.open(database, os.O_RDWR | os.O_CREAT, FILE_MODE))
+    for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
+        with suppress(FileNotFoundError):
+            path.chmod(FILE_MODE)
+
+
+# Every SQLite call a spool makes runs under its lock. Holding all of them across fork() means no
+# thread is inside SQLite at that moment: a mutex SQLite held in another thread would otherwise
+# stay locked for ever in the child, and the child's first SQLite call would hang.
+_spools: weakref.WeakSet[Spool] = weakref.WeakSet()
+_held_across_fork: list[threading.Lock] = []
+
+
+def _hold_for_fork() -> None:
+    locks = sorted((spool._lock for spool in list(_spools)), key=id)
+    for lock in locks:
+        lock.acquire()
+    _held_across_fork[:] = locks
+
+
+def _release_after_fork() -> None:
+    for lock in _held_across_fork:
+        lock.release()
+    _held_across_fork.clear()
+
+
+os.register_at_fork(
+    before=_hold_for_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
+)

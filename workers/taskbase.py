@@ -33,7 +33,19 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
         # The tracer has already pushed this request; call run directly so the context is kept.
         try:
             return self.run(*args, **kwargs)
-        except (Retry, Reject, Ignore):
+        except Reject as exc:
+            # celery-types does not declare Reject's attributes; Celery sets both.
+            if getattr(exc, "requeue", False):
+                raise
+            # Celery raises Reject(requeue=False) when it cannot publish a retry (the broker is
+            # away): that would drop the message. Requeue it instead; if even that cannot reach
+            # the broker, the message stays unacked and comes back by the restore.
+            reason = getattr(exc, "reason", exc)
+            log.warning(
+                "retry of %s[%s] not published, requeueing: %s", self.name, self.request.id, reason
+            )
+            raise Reject(reason, requeue=True) from exc
+        except (Retry, Ignore):
             raise
         except Exception as exc:
             payload = args[0] if args else kwargs.get("payload")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from pydantic import ValidationError
@@ -10,14 +11,17 @@ from pydantic import ValidationError
 from pipeline.errors import PoisonPayload, RetryableError
 from pipeline.fanout import group_by_agent
 from pipeline.graph.writer import write_sync_jobs
-from pipeline.ingest import ingest_turns
+from pipeline.ingest import IngestOutcome, ingest_turns
 from pipeline.memorize import memorize
-from pipeline.resolve import names_needed
+from pipeline.resolve import labels_needed, names_needed
 from pipeline.validate import partition_events
+from schemas.event import TurnEvent
 from schemas.records import SyncJob
 from workers import runtime
 from workers.app import app
 from workers.deadletter import DeadLetter
+from workers.inflight import sent_now
+from workers.isolation import bisect
 from workers.retrying import briefly
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 from workers.taskbase import MemsyncTask
@@ -69,21 +73,40 @@ class SyncTask(MemsyncTask):
 def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     """Validate, filter, resolve, check trust and send one sync task per agent."""
     good, bad = partition_events(events)
-    for raw, error in bad:
+    for raw, invalid in bad:
         # Each invalid event is dead-lettered on its own; the rest of the batch goes on.
-        self.dead_letter([raw], error)
+        self.dead_letter([raw], invalid)
     parsed = [event for _, event in good]
     known = briefly(runtime.known_names, names_needed(parsed))
+    taken = briefly(runtime.label_owners, labels_needed(parsed, known))
     policy = briefly(runtime.trust_policy, parsed)
-    outcome = ingest_turns(parsed, known, policy)
+    planned: list[IngestOutcome] = []
+
+    def plan(group: list[tuple[Any, TurnEvent]]) -> None:
+        # Pure stages; a turn that makes them fail is isolated like a failing sync.
+        planned.append(ingest_turns([event for _, event in group], known, policy, taken))
+
+    isolated = bisect(good, plan)
+    for (raw, _), error in isolated.failed:
+        self.dead_letter([raw], error)
+    outcome = IngestOutcome(
+        jobs=[job for part in planned for job in part.jobs],
+        accounts=[account for part in planned for account in part.accounts],
+    )
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
     briefly(runtime.ledger().accept, outcome.accounts)
     for jobs in group_by_agent(outcome.jobs).values():
-        sync.apply_async(args=([job.model_dump(mode="json") for job in jobs],), queue=SYNC_QUEUE)
+        sync.apply_async(
+            args=([job.model_dump(mode="json") for job in jobs],),
+            queue=SYNC_QUEUE,
+            headers=sent_now(),
+        )
     counts = outcome.counts()
     counts["events.invalid"] += len(bad)
+    counts["events.isolated_failures"] += len(isolated.failed)
     briefly(runtime.ledger().count, counts)
-    briefly(runtime.deadletters().resolve, "ingest", [raw for raw, _ in good])
+    written = [raw for group in isolated.written for raw, _ in group]
+    briefly(runtime.deadletters().resolve, "ingest", written)
     return dict(counts)
 
 
@@ -96,25 +119,55 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     retry_jitter=True,
 )
 def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
-    """Write one agent's share of a batch of turns in a single transaction."""
+    """Write agents' shares of a batch of turns, one transaction per batch.
+
+    A batch that fails permanently is bisected (workers/isolation.py): every job that can be
+    written is, and only the culprits go to the dead-letter store.
+    """
     if not isinstance(jobs, list):
         raise PoisonPayload(f"sync expects a list of jobs, got {type(jobs).__name__}")
-    try:
-        parsed = [SyncJob.model_validate(job) for job in jobs]
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise PoisonPayload(f"invalid sync job: {field}: {first['msg']}") from None
-    memories = memorize(parsed, runtime.extractor(), runtime.lenses())
-    batch = write_sync_jobs(runtime.graph(), parsed, memories)
+    parsed: list[tuple[Any, SyncJob]] = []
+    for raw in jobs:
+        try:
+            parsed.append((raw, SyncJob.model_validate(raw)))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            field = ".".join(str(part) for part in first["loc"])
+            self.dead_letter([raw], PoisonPayload(f"invalid sync job: {field}: {first['msg']}"))
+    counts: Counter[str] = Counter()
+    refusals: list[tuple[str, str, str, str]] = []
+
+    def write(group: list[tuple[Any, SyncJob]]) -> None:
+        group_jobs = [job for _, job in group]
+        memories = memorize(group_jobs, runtime.extractor(), runtime.lenses())
+        batch = write_sync_jobs(runtime.graph(), group_jobs, memories)
+        tenants = {job.event_id: job.tenant for job in group_jobs}
+        refusals.extend(
+            (tenants[event_id], event_id, f"{agent_key} {episode_key}", "message_id_reuse")
+            for event_id, agent_key, episode_key in batch.conflicts
+        )
+        refusals.extend(
+            (tenants[event_id], event_id, agent_key, "owner_mismatch")
+            for event_id, agent_key in batch.owner_conflicts
+        )
+        counts["sync.observed"] += len(batch.observed)
+        counts["sync.jobs_written"] += len(group_jobs)
+        for _, item in memories:
+            counts[f"memory.{item.kind}"] += 1
+
+    outcome = bisect(parsed, write)
+    for (raw, _), error in outcome.failed:
+        self.dead_letter([raw], error)
+    written = [pair for group in outcome.written for pair in group]
     ledger = runtime.ledger()
-    briefly(ledger.mark_synced, parsed)
-    counts = {"sync.observed": len(batch.observed), "sync.jobs_written": len(parsed)}
-    for _, item in memories:
-        counts[f"memory.{item.kind}"] = counts.get(f"memory.{item.kind}", 0) + 1
-    briefly(ledger.count, counts)
-    briefly(runtime.deadletters().resolve, "sync", jobs)
-    return {"jobs": len(parsed), "observed": len(batch.observed)}
+    briefly(ledger.mark_synced, [job for _, job in written])
+    if outcome.failed:
+        counts["sync.isolated_failures"] += len(outcome.failed)
+    briefly(ledger.count, dict(counts))
+    briefly(ledger.refuse, refusals)
+    briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
+    failed = len(outcome.failed)
+    return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
 
 
 def _agent_key(payload: Any) -> str | None:

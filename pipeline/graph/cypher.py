@@ -8,6 +8,8 @@ from pipeline.graph.model import (
     ABOUT,
     AGENT,
     CHANNEL,
+    CLOSED_BY,
+    CLOSURE,
     COMMITMENT,
     EPISODE,
     EVIDENCE,
@@ -34,11 +36,15 @@ CONSTRAINTS: Final = tuple(
 
 INDEXES: Final = (
     f"CREATE INDEX participant_tenant_id IF NOT EXISTS FOR (n:{PARTICIPANT}) ON (n.tenant, n.id)",
+    f"CREATE INDEX participant_tenant_label IF NOT EXISTS "
+    f"FOR (n:{PARTICIPANT}) ON (n.tenant, n.label)",
     f"CREATE INDEX episode_created_at IF NOT EXISTS FOR (n:{EPISODE}) ON (n.created_at)",
     f"CREATE INDEX fact_agent_subject_slot IF NOT EXISTS "
     f"FOR (n:{FACT}) ON (n.agent_key, n.subject_key, n.slot)",
     f"CREATE INDEX commitment_agent_owed_by IF NOT EXISTS "
     f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key)",
+    f"CREATE INDEX closure_agent_owed_by IF NOT EXISTS "
+    f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key)",
 )
 
 SHOW_KEY_CONSTRAINTS: Final = (
@@ -64,13 +70,40 @@ MATCH (p:{PARTICIPANT} {{key: key}})
 SET p:{AGENT}
 """
 
+# Ownership is set once, by the first claim: the agent node is write-locked before its OWNED_BY
+# edges are read, so two concurrent first claims serialise and the second sees the first.
+# Returns the recorded owner of every claimed agent, for the writer to refuse mismatched claims.
 MERGE_OWNERS: Final = f"""
 UNWIND $rows AS row
 MATCH (a:{AGENT} {{key: row.agent_key}})
-MERGE (o:{PARTICIPANT} {{key: row.owner_key}})
-ON CREATE SET o.tenant = row.tenant, o.id = row.owner_id, o.kind = 'human'
-SET a.owner_key = row.owner_key
+SET a._owner_lock = true
+REMOVE a._owner_lock
+WITH a, row
+OPTIONAL MATCH (a)-[:{OWNED_BY}]->(cur:{PARTICIPANT})
+WITH a, row, min(cur.key) AS current
+FOREACH (_ IN CASE WHEN current IS NULL THEN [1] ELSE [] END |
+  MERGE (o:{PARTICIPANT} {{key: row.owner_key}})
+  ON CREATE SET o.tenant = row.tenant, o.id = row.owner_id, o.kind = 'human'
+  MERGE (a)-[:{OWNED_BY}]->(o)
+  SET a.owner_key = row.owner_key
+)
+RETURN a.key AS agent_key, coalesce(current, row.owner_key) AS owner_key
+"""
+
+# The operator's word: replaces whatever owner an agent had (creating the agent if unseen).
+OWN_AGENT: Final = f"""
+MERGE (a:{PARTICIPANT} {{key: $agent_key}})
+ON CREATE SET a.tenant = $tenant, a.id = $agent_id, a.kind = 'agent'
+SET a:{AGENT}
+WITH a
+OPTIONAL MATCH (a)-[old:{OWNED_BY}]->(prev:{PARTICIPANT})
+WITH a, collect(old) AS olds, collect(prev.id) AS previous
+FOREACH (r IN olds | DELETE r)
+MERGE (o:{PARTICIPANT} {{key: $owner_key}})
+ON CREATE SET o.tenant = $tenant, o.id = $owner_id, o.kind = 'human'
 MERGE (a)-[:{OWNED_BY}]->(o)
+SET a.owner_key = $owner_key
+RETURN previous
 """
 
 MERGE_CHANNELS: Final = f"""
@@ -80,15 +113,29 @@ ON CREATE SET c.tenant = row.tenant, c.id = row.id
 SET c.kind = row.kind, c.title = coalesce(row.title, c.title)
 """
 
+# The first write of a message wins: a row whose (speaker, text) fingerprint differs from the
+# stored one adds no SAID or IN edge and is returned, so nobody is credited with text they never
+# saw. An episode stored before fingerprints counts as the same when its text and speaker match.
 MERGE_EPISODES: Final = f"""
 UNWIND $rows AS row
 MATCH (s:{PARTICIPANT} {{key: row.speaker_key}})
 MATCH (c:{CHANNEL} {{key: row.channel_key}})
 MERGE (e:{EPISODE} {{key: row.key}})
 ON CREATE SET e.tenant = row.tenant, e.id = row.id, e.role = row.role, e.content = row.content,
-              e.speaker_label = row.speaker_label, e.created_at = row.created_at
-MERGE (s)-[:{SAID}]->(e)
-MERGE (e)-[:{IN}]->(c)
+              e.speaker_label = row.speaker_label, e.speaker_id = row.speaker_id,
+              e.fingerprint = row.fingerprint, e.created_at = row.created_at
+WITH s, c, e, row,
+     CASE WHEN e.fingerprint IS NULL
+          THEN e.content = row.content AND EXISTS {{ MATCH (s)-[:{SAID}]->(e) }}
+          ELSE e.fingerprint = row.fingerprint END AS same
+FOREACH (_ IN CASE WHEN same THEN [1] ELSE [] END |
+  SET e.fingerprint = row.fingerprint, e.speaker_id = coalesce(e.speaker_id, row.speaker_id)
+  MERGE (s)-[:{SAID}]->(e)
+  MERGE (e)-[:{IN}]->(c)
+)
+WITH row, same
+WHERE NOT same
+RETURN row.key AS key
 """
 
 MERGE_OBSERVED: Final = f"""
@@ -106,6 +153,7 @@ UNWIND $rows AS row
 MERGE (f:{FACT} {{key: row.key}})
 ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at
 ON MATCH SET
+  f.tenant = row.props.tenant,
   f.last_confirmed = CASE WHEN row.props.stated_at > f.last_confirmed
                           THEN row.props.stated_at ELSE f.last_confirmed END,
   f.stated_at = CASE WHEN row.props.stated_at < f.stated_at
@@ -151,6 +199,7 @@ MERGE_COMMITMENTS: Final = f"""
 UNWIND $rows AS row
 MERGE (c:{COMMITMENT} {{key: row.key}})
 ON CREATE SET c += row.props, c.status = 'open'
+SET c.tenant = row.props.tenant
 WITH c, row
 MATCH (a:{AGENT} {{key: row.props.agent_key}})
 MATCH (e:{EPISODE} {{key: row.evidence_key}})
@@ -165,21 +214,51 @@ FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (c)-[:{OWED_TO}]-
 FOREACH (x IN CASE WHEN ch IS NULL THEN [] ELSE [ch] END | MERGE (c)-[:{OWED_TO}]->(x))
 """
 
-# A closure closes the speaker's most recent commitment opened before it whose wording overlaps
-# (or simply the most recent one, for a bare "done").
-CLOSE_COMMITMENTS: Final = f"""
+# Closures are stored on their own, so one that arrives before its commitment still finds it.
+MERGE_CLOSURES: Final = f"""
 UNWIND $rows AS row
-MATCH (c:{COMMITMENT} {{agent_key: row.agent_key, owed_by_key: row.owed_by_key}})
-WHERE c.opened_at <= row.closed_at
-  AND (row.value = '' OR toLower(c.value) CONTAINS row.value
-       OR row.value CONTAINS toLower(c.value))
-WITH row, c ORDER BY c.opened_at DESC, c.key DESC
-WITH row, collect(c)[0] AS c
-WHERE c IS NOT NULL
-SET c.status = row.status, c.closed_at = row.closed_at
-WITH row, c
-MATCH (e:{EPISODE} {{key: row.evidence_key}})
-MERGE (c)-[:{EVIDENCE}]->(e)
+MERGE (k:{CLOSURE} {{key: row.key}})
+ON CREATE SET k += row.props
+WITH k, row
+MATCH (e:{EPISODE} {{key: row.props.evidence_key}})
+MERGE (k)-[:{EVIDENCE}]->(e)
+"""
+
+
+def _overlaps(k: str, c: str) -> str:
+    """Closure k names commitment c: a bare "done", or either wording contains the other."""
+    return (
+        f"({k}.value = '' OR toLower({c}.value) CONTAINS {k}.value "
+        f"OR {k}.value CONTAINS toLower({c}.value))"
+    )
+
+
+# A closure closes the speaker's most recent commitment opened before it whose wording overlaps
+# (or simply the most recent one, for a bare "done"); the latest such closure sets the status.
+# Recomputed from every stored commitment and closure of the touched (agent, owed_by) pairs,
+# like RESTACK_FACTS, so the outcome is the same whatever order the turns arrived in.
+RESOLVE_COMMITMENTS: Final = f"""
+UNWIND $pairs AS p
+MATCH (c:{COMMITMENT} {{agent_key: p.agent_key, owed_by_key: p.owed_by_key}})
+CALL (c) {{
+  OPTIONAL MATCH (k:{CLOSURE} {{agent_key: c.agent_key, owed_by_key: c.owed_by_key}})
+  WHERE c.opened_at <= k.closed_at AND {_overlaps("k", "c")}
+    AND NOT EXISTS {{
+      MATCH (d:{COMMITMENT} {{agent_key: c.agent_key, owed_by_key: c.owed_by_key}})
+      WHERE d.opened_at <= k.closed_at AND {_overlaps("k", "d")}
+        AND (d.opened_at > c.opened_at OR (d.opened_at = c.opened_at AND d.key > c.key))
+    }}
+  WITH k ORDER BY k.closed_at, k.key
+  RETURN collect(k) AS closures
+}}
+WITH c, closures, closures[-1] AS last
+SET c.status = coalesce(last.status, 'open'), c.closed_at = last.closed_at
+WITH c, closures
+OPTIONAL MATCH (c)-[old:{CLOSED_BY}]->(x)
+WHERE NOT x IN closures
+DELETE old
+WITH DISTINCT c, closures
+FOREACH (k IN closures | MERGE (c)-[:{CLOSED_BY}]->(k))
 """
 
 VERIFY_FACT: Final = f"""
@@ -226,12 +305,18 @@ RETURN t.id AS truster, p.id AS trustee, r.as AS as, toString(r.granted_at) AS g
 ORDER BY truster, trustee
 """
 
+AGENT_OWNERS: Final = f"""
+MATCH (:{PARTICIPANT} {{key: $agent_key}})-[:{OWNED_BY}]->(o:{PARTICIPANT})
+RETURN o.id AS owner
+ORDER BY owner
+"""
+
 LOOKUP_TRUST: Final = f"""
 UNWIND $keys AS key
 MATCH (t:{PARTICIPANT} {{key: key}})
 OPTIONAL MATCH (t)-[:{TRUSTS}]->(p:{PARTICIPANT})
 OPTIONAL MATCH (t)-[:{OWNED_BY}]->(o:{PARTICIPANT})
-RETURN t.key AS key, collect(DISTINCT p.key) AS trusted, head(collect(DISTINCT o.key)) AS owner
+RETURN t.key AS key, collect(DISTINCT p.key) AS trusted, min(o.key) AS owner
 """
 
 # -- read side ------------------------------------------------------------------------------------
@@ -243,6 +328,13 @@ WHERE p.label IS NOT NULL
 RETURN p.key AS key, p.id AS id, p.display_name AS display_name, p.handle AS handle
 """
 
+# Who already carries each (tenant, label); several (an old race) resolve to the smallest key.
+LABEL_OWNERS: Final = f"""
+UNWIND $rows AS row
+MATCH (p:{PARTICIPANT} {{tenant: row.tenant, label: row.label}})
+RETURN row.tenant AS tenant, row.label AS label, min(p.key) AS key
+"""
+
 RECALL_EPISODES: Final = f"""
 MATCH (a:{AGENT} {{key: $agent_key}})-[o:{OBSERVED}]->(e:{EPISODE})-[:{IN}]->(c:{CHANNEL})
 WHERE $channel_key IS NULL OR c.key = $channel_key
@@ -250,7 +342,9 @@ WITH e, c, o
 ORDER BY e.created_at DESC, e.key DESC
 LIMIT $limit
 RETURN e.key AS key, e.id AS id, e.role AS role, e.content AS content,
-       e.speaker_label AS speaker_label, e.created_at AS created_at,
+       e.speaker_label AS speaker_label,
+       coalesce(e.speaker_id, head([(s:{PARTICIPANT})-[:{SAID}]->(e) | s.id])) AS speaker_id,
+       e.created_at AS created_at,
        c.id AS channel_id, c.title AS channel_title, o.synced_at AS synced_at
 ORDER BY created_at, key
 """
@@ -286,7 +380,8 @@ OPTIONAL MATCH (s:{PARTICIPANT})-[:{SAID}]->(e)
 OPTIONAL MATCH (e)-[:{IN}]->(c:{CHANNEL})
 OPTIONAL MATCH (a:{AGENT})-[:{OBSERVED}]->(e)
 RETURN e.key AS key, e.id AS id, e.role AS role, e.content AS content,
-       e.speaker_label AS speaker_label, collect(DISTINCT s.id) AS speakers,
+       e.speaker_label AS speaker_label, e.speaker_id AS speaker_id,
+       collect(DISTINCT s.id) AS speakers,
        collect(DISTINCT c.id) AS channels, collect(DISTINCT a.id) AS observers
 ORDER BY key
 """

@@ -61,6 +61,38 @@ def revoke_trust(graph: GraphStore, tenant: str, truster_id: str, trustee_id: st
     return bool(revoked)
 
 
+def own_agent(graph: GraphStore, tenant: str, agent_id: str, owner_id: str) -> str | None:
+    """Make `owner_id` the owner of `agent_id`, replacing any owner it had; the previous owner's
+    id (None if it had none).
+
+    The operator's word: events only ever set an owner when none is recorded. Workers see the
+    change within MEMSYNC_TRUST_CACHE_SECONDS.
+    """
+    with graph.session() as session:
+        previous: list[str] = session.execute_write(
+            lambda tx: tx.run(
+                cypher.OWN_AGENT,
+                tenant=tenant,
+                agent_key=participant_key(tenant, agent_id),
+                agent_id=agent_id,
+                owner_key=participant_key(tenant, owner_id),
+                owner_id=owner_id,
+            ).single(strict=True)["previous"]
+        )
+    others = sorted(p for p in previous if p is not None and p != owner_id)
+    return others[0] if others else (owner_id if owner_id in previous else None)
+
+
+def owners_of(graph: GraphStore, tenant: str, agent_id: str) -> list[str]:
+    """Every recorded owner of an agent, sorted: one, or none; several only on a graph written
+    before ownership was set once (`own_agent` repairs it)."""
+    with graph.session(write=False) as session:
+        records = list(
+            session.run(cypher.AGENT_OWNERS, agent_key=participant_key(tenant, agent_id))
+        )
+    return [r["owner"] for r in records]
+
+
 def list_trust(graph: GraphStore, tenant: str, truster_id: str | None = None) -> list[TrustEdge]:
     key = participant_key(tenant, truster_id) if truster_id else None
     with graph.session(write=False) as session:

@@ -1,10 +1,12 @@
-"""Rows for the memory statements: facts (with their supersession slots) and commitments."""
+"""Rows for the memory statements: facts (with their supersession slots), commitments and the
+closures that close them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,6 +34,8 @@ class MemoryRows(BaseModel):
     slots: Rows
     commitments: Rows
     closures: Rows
+    # (agent, owed_by) pairs whose commitments' status is recomputed from every stored closure.
+    obligations: Rows
 
 
 def slot_of(item: MemoryItem) -> str:
@@ -51,12 +55,22 @@ def commitment_key(agent_key: str, item: MemoryItem) -> str:
     return compose_key(agent_key, "commitment", item.owed_by_key or "", _norm(item.value))
 
 
+def closure_key(agent_key: str, item: MemoryItem) -> str:
+    return compose_key(agent_key, "closure", item.evidence_key, _norm(item.value))
+
+
+def tenant_of(agent_key: str) -> str:
+    """The tenant of a participant key: its first part, as `participant_key` composed it."""
+    return unquote(agent_key.split(":", 1)[0])
+
+
 def plan_memory(memories: Sequence[AgentMemory]) -> MemoryRows:
     """Turn (agent, item) pairs into rows; restatements in one batch collapse to one row."""
     facts: dict[str, dict[str, Any]] = {}
     slots: dict[tuple[str, str, str], dict[str, Any]] = {}
     commitments: dict[str, dict[str, Any]] = {}
-    closures: dict[tuple[str, str], dict[str, Any]] = {}
+    closures: dict[str, dict[str, Any]] = {}
+    obligations: dict[tuple[str, str], dict[str, Any]] = {}
     for agent_key, item in memories:
         if item.kind in FACT_KINDS:
             key = fact_key(agent_key, item)
@@ -68,20 +82,19 @@ def plan_memory(memories: Sequence[AgentMemory]) -> MemoryRows:
         elif item.kind == "commitment" and item.owed_by_key:
             key = commitment_key(agent_key, item)
             commitments.setdefault(key, _commitment_row(key, agent_key, item))
+            pair = (agent_key, item.owed_by_key)
+            obligations[pair] = {"agent_key": pair[0], "owed_by_key": pair[1]}
         elif item.kind == "closure":
-            closures[(agent_key, item.evidence_key)] = {
-                "agent_key": agent_key,
-                "owed_by_key": item.owed_by_key or item.speaker_key,
-                "value": _norm(item.value),
-                "status": "cancelled" if item.predicate == "cancels" else "closed",
-                "closed_at": item.stated_at,
-                "evidence_key": item.evidence_key,
-            }
+            key = closure_key(agent_key, item)
+            row = closures.setdefault(key, _closure_row(key, agent_key, item))
+            pair = (agent_key, row["props"]["owed_by_key"])
+            obligations[pair] = {"agent_key": pair[0], "owed_by_key": pair[1]}
     return MemoryRows(
         facts=[facts[k] for k in sorted(facts)],
         slots=[slots[k] for k in sorted(slots)],
         commitments=[commitments[k] for k in sorted(commitments)],
-        closures=[closures[k] for k in sorted(closures, key=lambda k: (k[0], k[1]))],
+        closures=[closures[k] for k in sorted(closures)],
+        obligations=[obligations[k] for k in sorted(obligations)],
     )
 
 
@@ -90,6 +103,7 @@ def _fact_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:
         "key": key,
         "evidence_key": item.evidence_key,
         "props": {
+            "tenant": tenant_of(agent_key),
             "agent_key": agent_key,
             "subject_key": item.subject_key,
             "kind": item.kind,
@@ -104,7 +118,11 @@ def _fact_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:
             "stated_by": item.speaker_key,
             "stated_at": item.stated_at,
             "confidence": item.confidence,
-            "expires_at": item.stated_at + TTL[item.kind],
+            # Clamped at the calendar's end: no stated time may overflow the TTL arithmetic.
+            "expires_at": item.stated_at
+            + min(
+                TTL[item.kind], datetime.max.replace(tzinfo=item.stated_at.tzinfo) - item.stated_at
+            ),
         },
     }
 
@@ -114,6 +132,7 @@ def _commitment_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any
         "key": key,
         "evidence_key": item.evidence_key,
         "props": {
+            "tenant": tenant_of(agent_key),
             "agent_key": agent_key,
             "owed_by_key": item.owed_by_key,
             "owed_to_key": item.owed_to_key,
@@ -122,5 +141,21 @@ def _commitment_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any
             "due": item.due,
             "opened_at": item.stated_at,
             "source": item.source,
+        },
+    }
+
+
+def _closure_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:
+    return {
+        "key": key,
+        "props": {
+            "tenant": tenant_of(agent_key),
+            "agent_key": agent_key,
+            "owed_by_key": item.owed_by_key or item.speaker_key,
+            # Lower-cased and single-spaced: the wording a commitment's value is matched against.
+            "value": _norm(item.value),
+            "status": "cancelled" if item.predicate == "cancels" else "closed",
+            "closed_at": item.stated_at,
+            "evidence_key": item.evidence_key,
         },
     }

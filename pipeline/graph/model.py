@@ -10,6 +10,8 @@ CHANNEL: Final = "Channel"
 EPISODE: Final = "Episode"
 FACT: Final = "Fact"
 COMMITMENT: Final = "Commitment"
+# A stored "done"/"cancel that": kept on its own so it closes its commitment in any arrival order.
+CLOSURE: Final = "Closure"
 SUMMARY: Final = "Summary"
 
 SAID: Final = "SAID"
@@ -21,6 +23,7 @@ EVIDENCE: Final = "EVIDENCE"
 SUPERSEDED_BY: Final = "SUPERSEDED_BY"
 OWED_BY_REL: Final = "OWED_BY"
 OWED_TO: Final = "OWED_TO"
+CLOSED_BY: Final = "CLOSED_BY"
 TRUSTS: Final = "TRUSTS"
 OWNED_BY: Final = "OWNED_BY"
 
@@ -28,6 +31,6 @@ OWNED_BY: Final = "OWNED_BY"
 TRUST_KINDS: Final = ("friend", "team", "connected")
 
 # Every node label whose `key` carries a uniqueness constraint.
-KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, SUMMARY)
+KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY)
 
 GRAPH_MODEL_VERSION: Final = 1

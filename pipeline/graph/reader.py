@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.graph import cypher
 from pipeline.graph.store import GraphStore
 from schemas.keys import channel_key, participant_key
-from schemas.records import KnownParticipant
+from schemas.records import KnownParticipant, LabelKey
 
 
 class RecalledEpisode(BaseModel):
@@ -24,6 +24,8 @@ class RecalledEpisode(BaseModel):
     role: str
     content: str
     speaker_label: str
+    # The label is for reading; the id is who said it (labels can look alike, ids cannot).
+    speaker_id: str | None
     created_at: datetime
     channel_id: str
     channel_title: str | None
@@ -52,6 +54,17 @@ def lookup_participants(graph: GraphStore, keys: Iterable[str]) -> dict[str, Kno
         r["key"]: KnownParticipant(id=r["id"], display_name=r["display_name"], handle=r["handle"])
         for r in records
     }
+
+
+def label_owners(graph: GraphStore, tenant_labels: Iterable[LabelKey]) -> dict[LabelKey, str]:
+    """The participant key already carrying each (tenant, label); free labels are absent."""
+    wanted = sorted(set(tenant_labels))
+    if not wanted:
+        return {}
+    rows = [{"tenant": tenant, "label": label} for tenant, label in wanted]
+    with graph.session(write=False) as session:
+        records = list(session.run(cypher.LABEL_OWNERS, rows=rows))
+    return {(r["tenant"], r["label"]): r["key"] for r in records}
 
 
 def recall(
@@ -87,6 +100,7 @@ class EpisodeView(BaseModel):
     role: str
     content: str
     speaker_label: str
+    speaker_id: str | None
     speakers: list[str]
     channels: list[str]
     observers: list[str]

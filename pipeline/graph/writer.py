@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,8 +20,18 @@ from schemas.records import SyncJob
 Rows = list[dict[str, Any]]
 
 
+# (event id, agent key, episode key): one agent's sighting of a message the writer refused.
+Refusal = tuple[str, str, str]
+
+
 class SyncBatch(BaseModel):
-    """Parameter rows for one transaction, deduplicated and sorted by key to keep deadlocks rare."""
+    """Parameter rows for one transaction, deduplicated and sorted by key to keep deadlocks rare.
+
+    After `write_sync_jobs`, `observed` holds the OBSERVED rows actually written, `conflicts`
+    the sightings refused because their message id was already taken by another sender or text
+    (the first write of a message wins), and `owner_conflicts` the (event id, agent key) of jobs
+    refused because their event named another owner than the one recorded.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -30,10 +41,25 @@ class SyncBatch(BaseModel):
     channels: Rows
     episodes: Rows
     observed: Rows
+    # One row per job: its event, agent, claimed owner key and the episodes it would observe.
+    jobs: Rows = []
+    conflicts: list[Refusal] = []
+    owner_conflicts: list[tuple[str, str]] = []
+
+
+def fingerprint(speaker_key: str, content: str) -> str:
+    """What makes a message the same message: who said it and what it says."""
+    # Keys are percent-quoted, so they never contain NUL: the split point is unambiguous.
+    return hashlib.sha256(f"{speaker_key}\0{content}".encode()).hexdigest()
 
 
 def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> SyncBatch:
-    """Turn sync jobs into the rows the writer's statements UNWIND."""
+    """Turn sync jobs into the rows the writer's statements UNWIND.
+
+    Within the batch the first sighting of a message id wins, like the first write in the graph:
+    a later job giving the same (channel, message id) another sender or text observes nothing
+    of it and is listed in `conflicts`. The first owner claimed for an agent is the one written.
+    """
     now = synced_at or datetime.now(UTC)
     participants: dict[str, dict[str, Any]] = {}
     channels: dict[str, dict[str, Any]] = {}
@@ -41,8 +67,11 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
     observed: dict[tuple[str, str], dict[str, Any]] = {}
     agents: set[str] = set()
     owners: dict[str, dict[str, Any]] = {}
+    job_rows: Rows = []
+    conflicts: set[Refusal] = set()
     for job in jobs:
         agents.add(job.agent.key)
+        ids = {p.key: p.id for p in job.participants}
         for p in job.participants:
             row = {
                 "key": p.key,
@@ -60,7 +89,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
                 participants[p.key] = row
             if p.kind == "agent":
                 agents.add(p.key)
-                if p.owner_id is not None:
+                if p.owner_id is not None and p.key not in owners:
                     owners[p.key] = {
                         "agent_key": p.key,
                         "owner_key": participant_key(job.tenant, p.owner_id),
@@ -74,24 +103,45 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
             "kind": job.channel.kind,
             "title": job.channel.title,
         }
+        seen: list[str] = []
         for m in job.messages:
-            episodes[m.key] = {
-                "key": m.key,
-                "tenant": job.tenant,
-                "id": m.id,
-                "role": m.role,
-                "content": m.content,
-                "speaker_label": m.speaker_label,
-                "speaker_key": m.speaker_key,
-                "channel_key": job.channel.key,
-                "created_at": m.created_at,
-            }
+            mark = fingerprint(m.speaker_key, m.content)
+            first = episodes.setdefault(
+                m.key,
+                {
+                    "key": m.key,
+                    "tenant": job.tenant,
+                    "id": m.id,
+                    "role": m.role,
+                    "content": m.content,
+                    "speaker_label": m.speaker_label,
+                    "speaker_key": m.speaker_key,
+                    "speaker_id": ids.get(m.speaker_key),
+                    "fingerprint": mark,
+                    "channel_key": job.channel.key,
+                    "created_at": m.created_at,
+                },
+            )
+            if first["fingerprint"] != mark:
+                conflicts.add((job.event_id, job.agent.key, m.key))
+                continue
+            seen.append(m.key)
             observed[(job.agent.key, m.key)] = {
                 "agent_key": job.agent.key,
                 "episode_key": m.key,
                 "synced_at": now,
                 "event_id": job.event_id,
             }
+        job_rows.append(
+            {
+                "event_id": job.event_id,
+                "agent_key": job.agent.key,
+                "owner_key": (
+                    participant_key(job.tenant, job.agent.owner_id) if job.agent.owner_id else None
+                ),
+                "episodes": seen,
+            }
+        )
     return SyncBatch(
         participants=[participants[k] for k in sorted(participants)],
         agents=sorted(agents),
@@ -99,38 +149,107 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
         channels=[channels[k] for k in sorted(channels)],
         episodes=[episodes[k] for k in sorted(episodes)],
         observed=[observed[k] for k in sorted(observed)],
+        jobs=job_rows,
+        conflicts=sorted(conflicts),
+    )
+
+
+Pair = tuple[str, str]
+
+
+def settle(
+    batch: SyncBatch, taken: set[str], recorded: dict[str, str]
+) -> tuple[SyncBatch, set[Pair]]:
+    """The batch as it may be written, and the (agent, episode) pairs memory may cite.
+
+    `taken`: episode keys the graph already holds with another sender or text; `recorded`: the
+    owner of each claimed agent. A job naming another owner observes nothing (unless a job of the
+    same agent without that claim saw the same message), and nothing is learnt from a refused
+    sighting. Pure: it runs inside the transaction function, which the driver may call again.
+    """
+    conflicts = set(batch.conflicts)
+    owner_conflicts: set[tuple[str, str]] = set()
+    allowed: set[Pair] = set()
+    for job in batch.jobs:
+        agent, owner = job["agent_key"], job["owner_key"]
+        mismatched = owner is not None and recorded.get(agent, owner) != owner
+        if mismatched:
+            owner_conflicts.add((job["event_id"], agent))
+        for key in job["episodes"]:
+            if key in taken:
+                conflicts.add((job["event_id"], agent, key))
+            elif not mismatched:
+                allowed.add((agent, key))
+    observed = [r for r in batch.observed if (r["agent_key"], r["episode_key"]) in allowed]
+    # Memory cannot tell which of two versions of a message it was read from: none is kept.
+    allowed -= {(agent, key) for _, agent, key in batch.conflicts}
+    settled = batch.model_copy(
+        update={
+            "observed": observed,
+            "conflicts": sorted(conflicts),
+            "owner_conflicts": sorted(owner_conflicts),
+        }
+    )
+    return settled, allowed
+
+
+def keep_memory(memory: MemoryRows, allowed: set[Pair]) -> MemoryRows:
+    """Memory rows without those citing an episode their agent may not keep."""
+
+    def cited(row: dict[str, Any]) -> bool:
+        props = row.get("props", {})
+        evidence = row.get("evidence_key") or props.get("evidence_key")
+        return evidence is None or (props.get("agent_key"), evidence) in allowed
+
+    return memory.model_copy(
+        update={
+            "facts": [r for r in memory.facts if cited(r)],
+            "commitments": [r for r in memory.commitments if cited(r)],
+            "closures": [r for r in memory.closures if cited(r)],
+        }
     )
 
 
 def write_sync_jobs(
     graph: GraphStore, jobs: Sequence[SyncJob], memories: Sequence[AgentMemory] = ()
 ) -> SyncBatch:
-    """Write the jobs' episodes and what their agents learnt in one transaction; safe to rerun."""
+    """Write the jobs' episodes and what their agents learnt in one transaction; safe to rerun.
+
+    The result's `observed` is what was written; `conflicts` and `owner_conflicts` what was
+    refused (see SyncBatch).
+    """
     batch = plan_batch(jobs)
     if not batch.participants:
         return batch
     memory = plan_memory(memories)
     with graph.session() as session:
-        session.execute_write(_write_batch, batch, memory)
-    return batch
+        written: SyncBatch = session.execute_write(_write_batch, batch, memory)
+    return written
 
 
-def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryRows) -> None:
+def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryRows) -> SyncBatch:
     # The driver may call this again after a transient failure: it only MERGEs (and recomputes
     # supersession from what is stored), so that is safe.
     tx.run(cypher.MERGE_PARTICIPANTS, rows=batch.participants).consume()
     tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
-    tx.run(cypher.MERGE_OWNERS, rows=batch.owners).consume()
+    recorded = {
+        r["agent_key"]: r["owner_key"] for r in tx.run(cypher.MERGE_OWNERS, rows=batch.owners)
+    }
     tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
-    tx.run(cypher.MERGE_EPISODES, rows=batch.episodes).consume()
+    taken = {r["key"] for r in tx.run(cypher.MERGE_EPISODES, rows=batch.episodes)}
+    batch, allowed = settle(batch, taken, recorded)
     tx.run(cypher.MERGE_OBSERVED, rows=batch.observed).consume()
+    memory = keep_memory(memory, allowed)
     if memory.facts:
         tx.run(cypher.MERGE_FACTS, rows=memory.facts).consume()
         tx.run(cypher.RESTACK_FACTS, slots=memory.slots).consume()
     if memory.commitments:
         tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments).consume()
     if memory.closures:
-        tx.run(cypher.CLOSE_COMMITMENTS, rows=memory.closures).consume()
+        tx.run(cypher.MERGE_CLOSURES, rows=memory.closures).consume()
+    if memory.obligations:
+        tx.run(cypher.RESOLVE_COMMITMENTS, pairs=memory.obligations).consume()
+    return batch
 
 
 def verify_fact(graph: GraphStore, key: str) -> bool:

@@ -26,11 +26,14 @@ from workers.deadletter import DeadLetter, DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import INGEST_QUEUE
+from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 
-pytestmark = pytest.mark.integration
+# Each test waits on conditions with their own deadlines; the module's budget covers the slowest
+# chain of them (Neo4j restarts included) on a busy machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
+UNACKED = "unacked"  # kombu's Redis hash of delivered, not yet acked messages
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +63,21 @@ def emit_all(cluster: Cluster, turns: list[dict[str, Any]]) -> Producer:
         producer.emit(turn)
     assert producer.flush(timeout=60)
     return producer
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 240) -> float:
+    """Poll `condition` until it holds; returns the seconds it took, fails naming `what`."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, (
+            f"gave up after {timeout:.0f}s waiting for {what}"
+        )
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def tenant_letters(store: DeadLetterStore, tenant: str) -> list[DeadLetter]:
+    return [x for x in store.entries() if x.tenant == tenant]
 
 
 def wait_for_progress(ledger: Ledger, turns: list[dict[str, Any]], fraction: float) -> int:
@@ -119,24 +137,36 @@ def test_kill_9_worker_mid_load(cluster: Cluster, ledger: Ledger, tenant: str) -
 def test_neo4j_down_mid_load_then_replay_twice(
     cluster: Cluster, ledger: Ledger, tenant: str
 ) -> None:
-    turns = load_turns(tenant, 200)
+    # Small enough that, with Neo4j down, a task's retry comes round within minutes even on a
+    # busy machine (retries queue behind every first attempt), large enough to be mid-load.
+    turns = load_turns(tenant, 60)
     expected = expected_observed(turns)
     store = DeadLetterStore(redis.Redis.from_url(cluster.settings.broker_url))
     producer = emit_all(cluster, turns)
     wait_for_progress(ledger, turns, 0.05)
-    cluster.stop_neo4j()
-    time.sleep(15)  # longer than a task's whole retry budget, so some syncs are dead-lettered
+    stopped = time.monotonic()
+    cluster.stop_neo4j()  # returns once Neo4j has exited; a letter may already exist by then
+    # Neo4j stays down until a task has spent its whole retry budget, however slowly the
+    # machine runs the retries: replaying dead letters is what this test is about. Both ingest
+    # (owner lookups) and sync (writes) need Neo4j, so either may be the one dead-lettered.
+    wait_for(
+        lambda: tenant_letters(store, tenant) != [],
+        "a task to be dead-lettered while Neo4j is down",
+        480,
+    )
+    outage = time.monotonic() - stopped
     cluster.start_neo4j()
     restarted = time.monotonic()
-    wait_until(ledger, turns, timeout=180, complete=False)
-    letters = [x for x in store.entries() if x.tenant == tenant]
-    assert letters, "Neo4j came back before any retry budget ran out: nothing was dead-lettered"
-    assert all(x.stage == "sync" and not x.permanent for x in letters)
+    statuses, _ = wait_until(ledger, turns, timeout=300, complete=False)
+    assert all(s.finished for s in statuses), "tasks still retrying 300s after Neo4j restarted"
+    letters = tenant_letters(store, tenant)
+    assert letters
+    assert all(x.stage in ("ingest", "sync") and not x.permanent for x in letters), letters
 
     for _ in range(2):  # replaying the whole store twice, back to back
         done = run_cli(cluster, "dlq", "replay", "--all")
         assert done.returncode == 0, done.stderr
-    statuses, _ = wait_until(ledger, turns, timeout=180)
+    statuses, _ = wait_until(ledger, turns, timeout=300)
     recovery = time.monotonic() - restarted
     producer.close()
     assert all(s.complete for s in statuses)
@@ -145,18 +175,21 @@ def test_neo4j_down_mid_load_then_replay_twice(
     # The same entries replayed again later, after they were resolved, change nothing.
     written = ledger.stats().get("sync.jobs_written", 0)
     resend(cluster, letters)
-    wait_for_stat(ledger, "sync.jobs_written", written + len(letters))
+    syncs = sum(1 for x in letters if x.stage == "sync")
+    wait_for(lambda: ledger.stats().get("sync.jobs_written", 0) >= written + syncs, "the resends")
+    wait_for_idle(cluster)
     after_twice = audit(cluster.graph(), tenant, expected)
+    assert tenant_letters(store, tenant) == []
 
     report_fault(
-        "neo4j down 15s",
-        f"{len(turns)} turns ({len(expected)} memories) pushed, {len(letters)} syncs "
-        f"dead-lettered and replayed twice; lost {after_once.lost}, duplicated "
-        f"{after_once.duplicated}, recovered {recovery:.1f}s after Neo4j restarted",
+        "neo4j down until a task is dead-lettered",
+        f"{len(turns)} turns ({len(expected)} memories) pushed, Neo4j down {outage:.0f}s, "
+        f"{len(letters)} tasks dead-lettered ({syncs} syncs) and replayed twice; lost "
+        f"{after_once.lost}, "
+        f"duplicated {after_once.duplicated}, recovered {recovery:.1f}s after Neo4j restarted",
     )
     assert after_once.exact, after_once
     assert after_twice == after_once
-    assert [x for x in store.entries() if x.tenant == tenant] == []
 
 
 def test_redis_down_while_emitting(cluster: Cluster, ledger: Ledger, tenant: str) -> None:
@@ -168,15 +201,20 @@ def test_redis_down_while_emitting(cluster: Cluster, ledger: Ledger, tenant: str
         if index == 100:
             cluster.stop_redis()
         if index == 250:
+            # Redis comes back only once a publish has failed and its batch is spooled, so the
+            # outage is exercised however slowly the publisher thread runs.
+            wait_for(lambda: producer.counters["spooled"] > 0, "a batch to be spooled", 120)
             cluster.start_redis()
             restarted = time.monotonic()
         start = time.perf_counter()
         producer.emit(turn)
         slowest = max(slowest, time.perf_counter() - start)
-        time.sleep(0.04)
+        time.sleep(0.04)  # an emitter's pace, so emits keep arriving through the outage
     assert producer.flush(timeout=60)
     spooled = producer.counters["spooled"]
-    statuses, _ = wait_until(ledger, turns, timeout=240)
+    # Turns caught in flight when Redis stopped come back through the reconciler, which waits
+    # the cluster's reconcile_after (120 s) first.
+    statuses, _ = wait_until(ledger, turns, timeout=360)
     recovery = time.monotonic() - restarted
     producer.close()
 
@@ -188,8 +226,9 @@ def test_redis_down_while_emitting(cluster: Cluster, ledger: Ledger, tenant: str
         f"{result.duplicated}, recovered {recovery:.1f}s after Redis restarted",
     )
     assert spooled > 0, "nothing reached the spool: the outage was not exercised"
-    # emit() must not wait on the broker: its bound is the 1 s publish timeout, far above this.
-    assert slowest < 0.25
+    # emit() must not wait on the broker: an emit that did would last a whole publish timeout
+    # (the publisher thread's bound) while Redis is down. Anything shorter is scheduling noise.
+    assert slowest < cluster.settings.publish_timeout
     assert producer.spool_status().events == 0
     assert all(s.complete for s in statuses)
     assert result.exact, result
@@ -217,15 +256,30 @@ def test_poison_messages_are_dead_lettered(cluster: Cluster, ledger: Ledger, ten
         send_task(cluster.settings.broker_url, "memsync.ingest", [bad])  # ...pushed anyway
     door.close()
     emit_all(cluster, [good]).close()
-    statuses, _ = wait_until(ledger, [good, wrong_version, huge, stranger], 60, complete=False)
+    store = DeadLetterStore(client)
+    bad_ids = {t["event_id"] for t in (wrong_version, huge, stranger)}
+    wait_for(
+        lambda: bad_ids <= {x.event_id for x in tenant_letters(store, tenant)},
+        "the three invalid turns to be dead-lettered",
+        120,
+    )
+    wait_for(
+        lambda: any(x.stage == "decode" for x in store.entries()),
+        "the unreadable queue item to be dead-lettered",
+        120,
+    )
+    statuses, _ = wait_until(ledger, [good], 120)
     assert statuses[0].complete
 
-    letters = {x.event_id: x for x in DeadLetterStore(client).entries() if x.tenant == tenant}
+    letters = {x.event_id: x for x in tenant_letters(store, tenant)}
     assert "schema_version" in letters[wrong_version["event_id"]].error
-    assert "messages.0.content" in letters[huge["event_id"]].error
+    # Refused either for the message (its field named) or, first, for the event's total size.
+    assert any(
+        reason in letters[huge["event_id"]].error for reason in ("messages.0.content", "bytes")
+    )
     assert "messages.0.sender_id" in letters[stranger["event_id"]].error
     assert all(x.permanent and x.payload for x in letters.values())
-    unreadable = [x for x in DeadLetterStore(client).entries() if x.stage == "decode"]
+    unreadable = [x for x in store.entries() if x.stage == "decode"]
     assert any(x.payload == "{this is not json" and "not JSON" in x.error for x in unreadable)
     assert all(w.process.poll() is None for w in cluster.workers[-1:])
     report_fault(
@@ -252,9 +306,26 @@ def resend(cluster: Cluster, letters: list[DeadLetter]) -> None:
         send_task(cluster.settings.broker_url, letter.task, letter.payload, letter.queue)
 
 
-def wait_for_stat(ledger: Ledger, name: str, target: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while ledger.stats().get(name, 0) < target:
-        assert time.monotonic() < deadline, f"{name} stayed below {target}"
-        time.sleep(0.2)
-    time.sleep(0.5)  # let the ledger writes that follow the graph write land too
+def wait_for_idle(cluster: Cluster) -> None:
+    """Until no task is queued or held by a worker, twice running: all sent work has ended.
+
+    Workers ack late, after a task's graph, ledger and dead-letter writes and after it has sent
+    any follow-up task, so empty queues with nothing unacked mean nothing is left to happen.
+    """
+    client = redis.Redis.from_url(cluster.settings.broker_url)
+    seen_idle = 0
+
+    def idle() -> bool:
+        nonlocal seen_idle
+        pipe = client.pipeline(transaction=True)  # one consistent snapshot of all three
+        pipe.llen(INGEST_QUEUE)
+        pipe.llen(SYNC_QUEUE)
+        pipe.hlen(UNACKED)
+        # Twice in a row: a message BRPOP has just taken is briefly in neither place.
+        seen_idle = seen_idle + 1 if sum(pipe.execute()) == 0 else 0
+        return seen_idle >= 2
+
+    try:
+        wait_for(idle, "the queues to drain and every delivered task to be acked")
+    finally:
+        client.close()

@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
+from pipeline.extract import RulesExtractor
 from pipeline.graph.directory import grant_trust
+from pipeline.graph.model import CLOSURE, COMMITMENT, FACT
 from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.store import GraphStore
+from pipeline.graph.writer import write_sync_jobs
+from pipeline.ingest import ingest_turns
+from pipeline.lens import BUILTIN_LENSES
+from pipeline.memorize import memorize
+from pipeline.trust import DirectoryTrustPolicy
+from pipeline.validate import validate_event
 from schemas.keys import participant_key
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, PRIYA, SARAH, emit_and_wait, event, msg
@@ -148,3 +156,64 @@ def test_commitment_opened_then_closed(
     emit_and_wait(producer, ledger, [kept, promise])  # a replay of the promise changes nothing
     [closed] = agent_commitments(graph, tenant, "a-ledger")
     assert closed.key == opened.key and closed.status == "closed" and closed.closed_at is not None
+
+
+def memory_snapshot(graph: GraphStore, tenant: str) -> list[Any]:
+    """Every memory node of a tenant with its labels, properties and outgoing relationships."""
+    query = f"""
+    MATCH (n) WHERE (n:{FACT} OR n:{COMMITMENT} OR n:{CLOSURE}) AND n.agent_key STARTS WITH $prefix
+    OPTIONAL MATCH (n)-[r]->(m)
+    WITH n, collect([type(r), m.key, properties(r)]) AS out
+    RETURN labels(n) AS labels, properties(n) AS props, out ORDER BY n.key
+    """
+    with graph.session(write=False) as session:
+        return [
+            (r["labels"], r["props"], sorted(map(repr, r["out"])))
+            for r in session.run(query, prefix=f"{tenant}:")
+        ]
+
+
+def test_closure_before_its_commitment_closes_it(
+    worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
+) -> None:
+    grant_trust(graph, tenant, "u-priya", "u-devon", "team")
+    people = [PRIYA, DEVON, LEDGERBOT]
+    kept = turn(tenant, "ev-d2", people, msg("d2", "user", "u-priya", "Sent the Q3 forecast.", 30))
+    emit_and_wait(producer, ledger, [kept])  # the closure arrives first
+    assert agent_commitments(graph, tenant, "a-ledger") == []
+
+    promise = turn(
+        tenant,
+        "ev-d1",
+        people,
+        msg("d1", "user", "u-priya", "My price is 10. Devon, I'll send the Q3 forecast", 1),
+    )
+    emit_and_wait(producer, ledger, [promise])
+    [closed] = agent_commitments(graph, tenant, "a-ledger")
+    assert closed.status == "closed" and "q3 forecast" in closed.value.lower()
+    assert closed.closed_at is not None and closed.closed_at.minute == 30
+
+    # Facts, commitments and closures all carry their agent's tenant.
+    labels = {(node[0][0], node[1].get("tenant")) for node in memory_snapshot(graph, tenant)}
+    assert labels == {(FACT, tenant), (COMMITMENT, tenant), (CLOSURE, tenant)}
+
+
+def test_a_redelivered_batch_changes_nothing(graph: GraphStore, tenant: str) -> None:
+    people = [PRIYA, DEVON, LEDGERBOT]
+    events = [
+        turn(tenant, "ev-r1", people, msg("r1", "user", "u-priya", "I'll book the hotel", 1)),
+        turn(tenant, "ev-r2", people, msg("r2", "user", "u-priya", "Never mind, cancel that", 2)),
+        turn(tenant, "ev-r3", people, msg("r3", "user", "u-priya", "My price is 12", 3)),
+    ]
+    policy = DirectoryTrustPolicy("open", {})
+    jobs = ingest_turns([validate_event(e) for e in events], {}, policy).jobs
+    memories = memorize(jobs, RulesExtractor(), BUILTIN_LENSES)
+    write_sync_jobs(graph, jobs, memories)
+    before = memory_snapshot(graph, tenant)
+    assert [(c.value, c.status) for c in agent_commitments(graph, tenant, "a-ledger")] == [
+        ("book the hotel", "cancelled")
+    ]
+    write_sync_jobs(graph, jobs, memories)
+    # Part of it again, alone: the closure must not move to another commitment.
+    write_sync_jobs(graph, jobs[1:], memorize(jobs[1:], RulesExtractor(), BUILTIN_LENSES))
+    assert memory_snapshot(graph, tenant) == before

@@ -1,8 +1,8 @@
 """Property tests on the real writer and a real Neo4j: order, repetition and trust.
 
 Each example runs the pure stages and the graph writer directly (no broker), in a fresh tenant:
-the same turns in any order, some of them twice, give the same current facts, and turns from an
-untrusted conversation add nothing long-term.
+the same turns in any order, some of them twice, give the same current facts and the same
+commitment statuses, and turns from an untrusted conversation add nothing long-term.
 """
 
 from __future__ import annotations
@@ -44,6 +44,12 @@ STATEMENTS = [
     ("t7", "u-priya", "Sent the Q3 forecast", 7, "group"),
     # Untrusted (public, anonymous present): the latest price of all, which must never count.
     ("t8", "u-priya", "My price is 99", 9, "public"),
+    ("t9", "u-priya", "I'll book the hotel by Monday", 10, "group"),
+    # A bare cancel: Priya's most recent commitment before it (the hotel), never the forecast.
+    ("t10", "u-priya", "Never mind, cancel that", 11, "group"),
+    # A bare "done" before Devon promised anything closes nothing, whenever it arrives.
+    ("t11", "u-devon", "Done.", 8, "group"),
+    ("t12", "u-devon", "I'll send the deck", 12, "group"),
 ]
 
 
@@ -97,7 +103,11 @@ def test_canonical_outcome(canonical: tuple[set[Any], set[Any], set[Any]]) -> No
         ("u-priya", "price", "11"),
         ("u-devon", "prefers", "window seats"),
     }
-    assert len(commitments) == 1 and next(iter(commitments))[1] == "closed"
+    assert commitments == {
+        ("send the Q3 forecast", "closed"),
+        ("book the hotel", "cancelled"),
+        ("send the deck", "open"),
+    }
 
 
 @settings(
@@ -115,10 +125,5 @@ def test_any_order_any_repeats_same_memory(
     order: list[int],
     repeats: list[int],
 ) -> None:
-    outcome = play(graph, f"p{uuid.uuid4().hex[:10]}", [*order, *repeats])
-    current, old, commitments = outcome
-    assert (current, old) == canonical[:2]
-    # A closure that arrives before its commitment cannot close it; the rest must match.
-    closure_first = order.index(6) < order.index(3) and 6 not in repeats
-    if not closure_first:
-        assert commitments == canonical[2]
+    # Every order counts, a closure before its commitment included.
+    assert play(graph, f"p{uuid.uuid4().hex[:10]}", [*order, *repeats]) == canonical

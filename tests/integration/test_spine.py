@@ -275,7 +275,9 @@ def test_cli_emit_wait_then_recall(
     path.write_text("".join(json.dumps(t) + "\n" for t in turns))
 
     done = run_cli(settings, "emit", str(path), "--wait", "--timeout", "90")
-    assert done.returncode == 0, done.stderr
+    # Everything was written, but the public turn left its agents out: `--wait` says so.
+    assert done.returncode == 1, done.stderr
+    assert "1 event(s) left 1 agent(s) out as untrusted" in done.stderr
     assert "emitted 3 event(s)" in done.stdout
     # 4 kept group messages for 2 agents + 2 DM messages for 1 agent = 3 agent memories, 10 edges.
     assert "synced 3 agent memories" in done.stdout

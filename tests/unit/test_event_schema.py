@@ -5,14 +5,21 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from pipeline.errors import InvalidEvent, PermanentError, PoisonPayload
-from pipeline.validate import validate_event, validate_events
-from schemas.event import MAX_CONTENT_CHARS, ToolCall, TurnEvent
+from pipeline.validate import MAX_EVENT_BYTES, validate_event, validate_events
+from schemas.event import (
+    EARLIEST_TIME,
+    MAX_ARGUMENT_DEPTH,
+    MAX_CONTENT_CHARS,
+    MAX_FUTURE_SKEW,
+    ToolCall,
+    TurnEvent,
+)
 
 Raw = dict[str, Any]
 
@@ -283,3 +290,170 @@ def test_validate_events_needs_a_list() -> None:
     with pytest.raises(PoisonPayload):
         validate_events({"event_id": "x"})  # type: ignore[arg-type]
     assert validate_events([]) == ([], [])
+
+
+# --- hostile input (issue 7) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("created_at", "reason"),
+    [
+        ("9999-12-31T23:00:00-05:00", "no UTC equivalent"),
+        ("0001-01-01T00:00:00+05:00", "no UTC equivalent"),
+        ("1969-12-31T23:59:59Z", "before"),
+        ("2200-01-01T00:00:00Z", "ahead of now"),
+        (-1, "before"),
+    ],
+)
+def test_times_outside_the_window_name_the_field(created_at: Any, reason: str) -> None:
+    error = rejected(changed(lambda r: r["messages"][2].update(created_at=created_at)))
+    assert error.field == "messages.2.created_at"
+    assert reason in error.reason
+
+
+def test_window_edges() -> None:
+    soon = (datetime.now(UTC) + MAX_FUTURE_SKEW - timedelta(minutes=5)).isoformat()
+    late = (datetime.now(UTC) + MAX_FUTURE_SKEW + timedelta(minutes=5)).isoformat()
+    first = validate_event(changed(lambda r: r["messages"][0].update(created_at=EARLIEST_TIME)))
+    assert first.messages[0].created_at == EARLIEST_TIME
+    assert validate_event(changed(lambda r: r.update(occurred_at=soon))).occurred_at
+    assert rejected(changed(lambda r: r.update(occurred_at=late))).field == "occurred_at"
+    python_overflow = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
+    assert rejected(changed(lambda r: r.update(occurred_at=python_overflow))).field == (
+        "occurred_at"
+    )
+
+
+def call_with(arguments: Any, openai: bool = False) -> Raw:
+    call: Raw = {"name": "f", "arguments": arguments}
+    if openai:
+        call = {"id": "c", "type": "function", "function": call}
+    return changed(lambda r: r["messages"][1].update(tool_calls=[call]))
+
+
+def deep(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("openai", [False, True])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {1, 2},
+        b"{}",
+        (1, 2),
+        ["a"],
+        5,
+        {"a": {1}},
+        {"a": b"x"},
+        {1: "x"},
+        {"a": float("nan")},
+        {"a": float("inf")},
+        {"a": 2**53 + 1},
+        {"a": "\ud800"},
+        {"a": deep(MAX_ARGUMENT_DEPTH)},
+        {"a": deep(100_000)},
+        {"a": "x" * MAX_CONTENT_CHARS},
+    ],
+)
+def test_bad_arguments_name_the_arguments_field(arguments: Any, openai: bool) -> None:
+    assert rejected(call_with(arguments, openai)).field == "messages.1.tool_calls.0.arguments"
+
+
+def test_good_arguments_are_compact_sorted_json() -> None:
+    arguments = {"b": [1, 2.5, None, True], "a": {"c": "d"}, "n": -(2**53)}
+    event = validate_event(call_with(arguments))
+    text = event.messages[1].tool_calls[0].arguments
+    assert text == '{"a":{"c":"d"},"b":[1,2.5,null,true],"n":-9007199254740992}'
+    assert validate_event(call_with({"a": deep(MAX_ARGUMENT_DEPTH - 1)}))
+    assert validate_event(call_with("{not json, but a string}"))
+    assert validate_event(call_with(None)).messages[1].tool_calls[0].arguments == ""
+
+
+def test_content_parts_join_their_text() -> None:
+    parts = [
+        {"type": "text", "text": "I prefer"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}},
+        {"type": "text", "text": "window seats"},
+    ]
+    event = validate_event(changed(lambda r: r["messages"][0].update(content=parts)))
+    assert event.messages[0].content == "I prefer\nwindow seats"
+    only_image = [{"type": "image_url", "image_url": {"url": "u"}}]
+    event = validate_event(changed(lambda r: r["messages"][0].update(content=only_image)))
+    assert event.messages[0].content == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ([{"type": "text", "text": "a"}, "b"], "messages.0.content.1"),
+        ([{"type": "text"}], "messages.0.content.0"),
+        ([{"type": "text", "text": 5}], "messages.0.content.0"),
+        ([{"text": "a"}], "messages.0.content.0"),
+        (
+            [{"type": "text", "text": "a"}, {"type": "text", "text": "\udfff"}],
+            "messages.0.content.1",
+        ),
+        ({"type": "text", "text": "a"}, "messages.0.content"),
+        (42, "messages.0.content"),
+        ([{"type": "text", "text": "x" * MAX_CONTENT_CHARS}] * 2, "messages.0.content"),
+    ],
+)
+def test_bad_content_names_the_part(content: Any, field: str) -> None:
+    assert rejected(changed(lambda r: r["messages"][0].update(content=content))).field == field
+
+
+def test_size_limit_counts_utf8_bytes_of_text() -> None:
+    padding = "\u00e9" * (MAX_EVENT_BYTES // 2)  # 2 bytes each: over the limit in bytes only
+    text = json.dumps({**raw_event(), "extra": padding}, ensure_ascii=False)
+    assert len(text) < MAX_EVENT_BYTES
+    error = rejected(text)
+    assert error.field == "<event>"
+    assert "bytes" in error.reason
+
+
+def test_size_limit_applies_to_dicts() -> None:
+    raw = changed(lambda r: r.update(extra="\u00e9" * (MAX_EVENT_BYTES // 2)))
+    error = rejected(raw)
+    assert error.field == "<event>"
+    assert "bytes" in error.reason
+    assert error.event_id == "evt-7f3a"
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda r: r.update(extra={1, 2}), "extra"),
+        (lambda r: r["messages"][0].update(metadata=b"x"), "messages.0.metadata"),
+        (lambda r: r.update(extra=deep(100_000)), "extra.0.0.0.0.0.0.0"),
+        (lambda r: r.update(extra={(1, 2): "tuple key"}), "extra"),
+        (lambda r: r.update(schema_version=10**5000), "schema_version"),
+    ],
+)
+def test_unserialisable_dicts_are_refused_by_field(
+    edit: Callable[[Raw], object], field: str
+) -> None:
+    assert rejected(changed(edit)).field == field
+
+
+def test_circular_dict_is_refused() -> None:
+    raw = raw_event()
+    raw["extra"] = raw
+    assert rejected(raw).field.startswith("extra")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["[" * 100_000, '{"a":' * 50_000, b"\xff\xfe\x00", object(), {1, 2}, b"", 3.5],
+)
+def test_garbage_is_refused_as_the_whole_event(raw: Any) -> None:
+    assert rejected(raw).field == "<event>"
+
+
+def test_handle_is_stable_when_validated_twice() -> None:
+    event = validate_event(changed(lambda r: r["participants"][0].update(handle=" @ devon ")))
+    assert event.participants[0].handle == "devon"
+    assert validate_event(json.dumps(event.model_dump(mode="json"))) == event

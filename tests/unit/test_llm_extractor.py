@@ -7,12 +7,9 @@ provenance comes from memsync, not from the model.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,6 +18,7 @@ from pipeline.filter import filter_turns
 from pipeline.resolve import resolve_speakers
 from schemas.event import TurnEvent
 from schemas.records import ResolvedTurn
+from tests.modelserver import chat_answer, serve
 from workers.llm import LLMError, LLMExtractor, LLMRejected, RateLimit
 
 
@@ -37,36 +35,17 @@ class FakeModel:
 def model() -> Iterator[tuple[FakeModel, str]]:
     fake = FakeModel()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            fake.requests.append(json.loads(self.rfile.read(length)))
-            fake.headers.append(dict(self.headers))
-            status, body, delay = fake.script.pop(0) if fake.script else (500, "empty", 0.0)
-            time.sleep(delay)
-            if status == 200 and not isinstance(body, str):
-                body = {
-                    "choices": [{"message": {"role": "assistant", "content": json.dumps(body)}}]
-                }
-            data = (body if isinstance(body, str) else json.dumps(body)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            # The client may have given up waiting (the timeout tests).
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(data)
+    def respond(headers: dict[str, str], body: bytes) -> tuple[int, bytes, float]:
+        fake.requests.append(json.loads(body))
+        fake.headers.append(headers)
+        status, answer, delay = fake.script.pop(0) if fake.script else (500, "empty", 0.0)
+        if isinstance(answer, str):
+            return status, answer.encode(), delay
+        data = chat_answer(answer) if status == 200 else json.dumps(answer).encode()
+        return status, data, delay
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve(respond) as url:
+        yield fake, url
 
 
 def turn() -> ResolvedTurn:
@@ -179,3 +158,53 @@ def test_rate_limit_spaces_calls() -> None:
     for _ in range(6):
         limit.wait()
     assert time.monotonic() - start >= 5 * 0.02 * 0.9
+
+
+def test_participant_ids_with_colons_are_looked_up_by_key(model: tuple[FakeModel, str]) -> None:
+    # Keys escape ':' inside ids ("acme:slack%3AU123"): cutting the id out of a key loses it.
+    fake, url = model
+    event = TurnEvent.model_validate(
+        {
+            "schema_version": 1,
+            "event_id": "e2",
+            "tenant": "acme",
+            "channel": {"id": "slack:C9", "kind": "group"},
+            "participants": [
+                {"id": "slack:U123", "kind": "human", "display_name": "Devon", "handle": "devon"},
+                {"id": "slack:U456", "kind": "human", "display_name": "Sarah", "handle": "sarah"},
+                {"id": "slack:B1", "kind": "agent", "display_name": "Keeper", "handle": "keeper"},
+            ],
+            "messages": [
+                {"id": "m1", "role": "user", "sender_id": "slack:U123",
+                 "content": "I prefer window seats. Sarah, I'll send the plan.",
+                 "created_at": "2026-11-26T10:00:00Z"},
+            ],
+        }
+    )  # fmt: skip
+    t = resolve_speakers(filter_turns([event]), {})[0]
+    fake.script.append(
+        (
+            200,
+            {
+                "items": [
+                    {"kind": "preference", "message_id": "m1", "subject_id": "slack:U123",
+                     "predicate": "prefers", "value": "window seats", "topic": "seat"},
+                    {"kind": "commitment", "message_id": "m1", "subject_id": "slack:U123",
+                     "predicate": "commitment", "value": "send the plan",
+                     "owed_to_id": "slack:U456"},
+                ]
+            },
+            0.0,
+        )
+    )  # fmt: skip
+    items = extractor(url).extract(t, t.participants[2])
+
+    context = json.loads(fake.requests[0]["messages"][1]["content"])
+    assert [m["speaker_id"] for m in context["messages"]] == ["slack:U123"]
+    devon, sarah = t.participants[0].key, t.participants[1].key
+    assert devon == "acme:slack%3AU123"
+    assert [(i.kind, i.subject_key, i.speaker_key, i.source) for i in items] == [
+        ("preference", devon, devon, "self_stated"),
+        ("commitment", devon, devon, "self_stated"),
+    ]
+    assert items[1].owed_by_key == devon and items[1].owed_to_key == sarah

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.errors import ConfigurationError
-from pipeline.graph.memoryrows import fact_key, plan_memory, slot_of
+from pipeline.graph.memoryrows import closure_key, fact_key, plan_memory, slot_of, tenant_of
 from pipeline.lens import BUILTIN_LENSES, apply_lens, parse_lenses
 from schemas.memory import MemoryItem
 
@@ -69,11 +69,32 @@ def test_commitments_and_closures_rows() -> None:
     )
     closure = item("closure", predicate="closes", value="Q3 forecast", owed_by_key="acme:u-priya")
     cancel = item("closure", predicate="cancels", value="", evidence_key="acme:episode:ch:m9")
-    rows = plan_memory([("acme:a", promise), ("acme:a", closure), ("acme:a", cancel)])
+    replay = [("acme:a", promise), ("acme:a", closure), ("acme:a", cancel), ("acme:a", closure)]
+    rows = plan_memory(replay)
     assert rows.commitments[0]["props"]["owed_to_key"] == "acme:u-devon"
-    assert {c["status"] for c in rows.closures} == {"closed", "cancelled"}
-    assert {c["value"] for c in rows.closures} == {"q3 forecast", ""}
+    assert {c["props"]["status"] for c in rows.closures} == {"closed", "cancelled"}
+    assert {c["props"]["value"] for c in rows.closures} == {"q3 forecast", ""}
+    assert {c["key"] for c in rows.closures} == {
+        closure_key("acme:a", closure),
+        closure_key("acme:a", cancel),
+    }
+    # A bare "never mind" is owed by its speaker; both pairs get their status recomputed.
+    assert rows.obligations == [
+        {"agent_key": "acme:a", "owed_by_key": "acme:u-devon"},
+        {"agent_key": "acme:a", "owed_by_key": "acme:u-priya"},
+    ]
     assert rows.facts == []
+
+
+def test_facts_commitments_and_closures_carry_the_agents_tenant() -> None:
+    # Ids may hold ':' (escaped in keys); the tenant is still the key's first part.
+    agent = "acme-eu:slack%3AB42"
+    assert tenant_of(agent) == "acme-eu"
+    promise = item("commitment", predicate="commitment", value="x", owed_by_key="acme-eu:u")
+    closure = item("closure", predicate="closes", value="x", owed_by_key="acme-eu:u")
+    rows = plan_memory([(agent, item()), (agent, promise), (agent, closure)])
+    for row in (*rows.facts, *rows.commitments, *rows.closures):
+        assert row["props"]["tenant"] == "acme-eu"
 
 
 def test_lenses_keep_what_the_role_needs() -> None:

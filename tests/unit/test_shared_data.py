@@ -1,10 +1,15 @@
-"""The stages on real public conversations (../shared/data): tau-bench tool traffic, FriendsQA."""
+"""The stages on real public conversations: tau-bench tool traffic, FriendsQA group scenes.
+
+They read the slices vendored in tests/data (see its README), never ../shared: a clone on its
+own must pass. The figures pinned here are the slices' own, counted from the raw JSON.
+"""
 
 from __future__ import annotations
 
 import copy
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -17,21 +22,49 @@ from pipeline.trust import ChannelTrustPolicy, check_trust
 from pipeline.validate import validate_events
 from schemas.event import TurnEvent
 from schemas.keys import participant_key
+from tests import datasets
 from tests.datasets import (
+    DATA_DIR,
     FRIENDS_OBSERVER_ID,
+    FRIENDSQA_FILE,
+    LICENCE_FILES,
     TAU_AGENT_ID,
+    TAU_BENCH_FILE,
     FriendsScene,
     first_speaker,
     friends_events,
     friends_participant_id,
     friends_raw_event,
     friends_scenes,
+    shared_data_dir,
     slug,
     tau_events,
     tau_message_id,
     tau_raw_events,
     tau_trajectories,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_tests_read_the_slices_in_the_repository() -> None:
+    assert DATA_DIR == ROOT / "tests" / "data"
+    for name in (TAU_BENCH_FILE, FRIENDSQA_FILE, *LICENCE_FILES):
+        assert (DATA_DIR / name).is_file(), name
+    # Read through the default root, the loaders never leave the repository.
+    assert tau_trajectories() == tau_trajectories(ROOT / "tests" / "data")
+    assert friends_scenes() == friends_scenes(ROOT / "tests" / "data")
+
+
+def test_benchmarks_name_the_missing_shared_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(datasets, "SHARED_DATA_DIR", tmp_path / "absent")
+    with pytest.raises(FileNotFoundError, match=r"\.\./shared/data") as info:
+        shared_data_dir()
+    assert str(tmp_path / "absent") in str(info.value)
+    monkeypatch.setattr(datasets, "SHARED_DATA_DIR", DATA_DIR)  # any tree with both files
+    assert shared_data_dir() == DATA_DIR
 
 
 def has_text(raw: Mapping[str, object]) -> bool:
@@ -65,20 +98,20 @@ def raw_tau_tally() -> Counter[str]:
     return tally
 
 
-def test_tau_bench_totals_match_the_readme() -> None:
+def test_tau_bench_slice_totals() -> None:
     tally = raw_tau_tally()
-    assert len(tau_trajectories()) == 200
-    assert tally["messages"] == 5308
-    assert tally["role.tool"] == 1164
+    assert len(tau_trajectories()) == 5
+    assert tally["messages"] == 150
+    assert tally["role.tool"] == 40
     events = tau_events()
-    assert sum(len(e.messages) for e in events) == 5308
-    assert sum(m.role == "tool" for e in events for m in e.messages) == 1164
+    assert sum(len(e.messages) for e in events) == 150
+    assert sum(m.role == "tool" for e in events for m in e.messages) == 40
 
 
 def test_tau_bench_events_all_validate() -> None:
     events, errors = validate_events(tau_raw_events())
     assert errors == []
-    assert len(events) == 200
+    assert len(events) == 5
     assert all(
         e.channel.kind == "dm" and [a.id for a in e.agents] == [TAU_AGENT_ID] for e in events
     )
@@ -98,25 +131,25 @@ def test_tau_bench_filter_drops_exactly_the_tool_traffic() -> None:
         }
     )
     assert tally["empty_text"] == 0
-    # Pinned from the data as copied: 1,490 user + 1,380 assistant messages with text.
-    assert len(kept) == 2870
-    assert tally["assistant.tool_call_only"] == 1074
+    # Pinned from the slice: 35 user + 35 assistant messages with text.
+    assert len(kept) == 70
+    assert tally["assistant.tool_call_only"] == 35
     # Assistant messages with both text and tool calls are speech: kept.
-    assert tally["assistant.text_and_tool_calls"] == 90
+    assert tally["assistant.text_and_tool_calls"] == 5
     both = {
         m.id for t in turns for m in t.kept if m.tool_calls and m.role == "ai" and m.content.strip()
     }
-    assert len(both) == 90
+    assert len(both) == 5
     assert all(m.role in ("human", "ai") for t in turns for m in t.kept)
 
 
 def test_tau_bench_ingest_gives_one_job_per_conversation() -> None:
     outcome = ingest_turns(tau_events(), {}, ChannelTrustPolicy())
     counts = outcome.counts()
-    assert counts["events"] == 200
+    assert counts["events"] == 5
     assert counts["messages.kept"] == len(expected_tau_kept())
-    assert counts["trust.trusted"] == 200
-    assert counts["sync_jobs"] == 200
+    assert counts["trust.trusted"] == 5
+    assert counts["sync_jobs"] == 5
     tool_contents = {
         raw.get("content")
         for t in tau_trajectories()
@@ -130,10 +163,10 @@ def test_tau_bench_ingest_gives_one_job_per_conversation() -> None:
 
 def test_friendsqa_shape() -> None:
     scenes = friends_scenes()
-    assert len(scenes) == 136
-    assert sum(len(s["utterances"]) for s in scenes) == 2847
+    assert len(scenes) == 12
+    assert sum(len(s["utterances"]) for s in scenes) == 288
     chorus = [u for s in scenes for u in s["utterances"] if len(u["speakers"]) > 1]
-    assert len(chorus) == 10  # so first-speaker attribution is exercised below
+    assert len(chorus) == 2  # so first-speaker attribution is exercised below
 
 
 def test_friendsqa_every_utterance_resolves_to_its_own_speaker() -> None:
@@ -153,7 +186,7 @@ def test_friendsqa_every_utterance_resolves_to_its_own_speaker() -> None:
             checked += 1
         speakers = {first_speaker(u) for u in scene["utterances"]}
         assert {p.display_name for p in turn.participants} == speakers
-    assert checked == 2847
+    assert checked == 288
 
 
 def test_friendsqa_same_name_is_the_same_participant_across_scenes() -> None:
@@ -208,8 +241,10 @@ def test_friendsqa_two_people_sharing_a_name_stay_distinct(handle: str) -> None:
     ]
     assert by_key[original] == ross_lines
     assert len(ross_lines) >= 1
+    # The same name and handle as the original: the newcomer's handle is marked with its id.
+    mark = "" if handle == "ross-g" else "~u-ross-geller-2"
     assert next(m for m in turn.messages if m.id == "impostor-1").speaker_label == (
-        f"Ross Geller (@{handle})"
+        f"Ross Geller (@{handle}{mark})"
     )
     # Both reach the graph as separate participants.
     trusted = check_trust([turn], ChannelTrustPolicy())
@@ -230,10 +265,10 @@ def test_friendsqa_two_people_sharing_a_name_stay_distinct(handle: str) -> None:
 
 def test_friendsqa_silent_observer_gets_every_scene() -> None:
     outcome = ingest_turns(friends_events(observer=True), {}, ChannelTrustPolicy())
-    assert outcome.counts()["sync_jobs"] == 136
+    assert outcome.counts()["sync_jobs"] == 12
     assert {j.agent.id for j in outcome.jobs} == {FRIENDS_OBSERVER_ID}
     batch = plan_batch(outcome.jobs)
-    assert len(batch.episodes) == 2847
+    assert len(batch.episodes) == 288
     speakers = {first_speaker(u) for s in friends_scenes() for u in s["utterances"]}
     assert len(batch.participants) == len(speakers) + 1
-    assert len(batch.observed) == 2847
+    assert len(batch.observed) == 288

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ def test_creates_directory_and_sqlite_file_in_wal_mode(tmp_path: Path) -> None:
         assert len(spool) == 0
     finally:
         spool.close()
-    with sqlite3.connect(spool.path) as conn:
+    # A sqlite3 connection's own context manager commits but never closes (ResourceWarning).
+    with closing(sqlite3.connect(spool.path)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -298,3 +300,63 @@ def test_invalid_bounds_and_batch_are_refused(tmp_path: Path) -> None:
             spool.drain(Recorder(), batch=0)
     finally:
         spool.close()
+
+
+def test_refused_events_are_kept_with_their_reason_and_counted(spool: Spool) -> None:
+    spool.refuse([({"event_id": "big", "n": 1}, "OutOfMemoryError: too big")])
+    refused = spool.refused()
+    assert [(r.payload, r.reason) for r in refused] == [
+        ({"event_id": "big", "n": 1}, "OutOfMemoryError: too big")
+    ]
+    assert refused[0].refused_at > 0
+    status = spool.status()
+    assert status.refused == 1 and status.events == 0
+
+
+def test_drain_moves_refused_events_aside_and_goes_on(spool: Spool) -> None:
+    spool.append(events(0, 6))
+    published: list[int] = []
+
+    def publish(chunk: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+        published.extend(p["n"] for p in chunk if p["n"] != 2)
+        return [(p, "refused") for p in chunk if p["n"] == 2]
+
+    assert spool.drain(publish, batch=4) == 6
+    assert published == [0, 1, 3, 4, 5]
+    assert len(spool) == 0
+    assert [r.payload["n"] for r in spool.refused()] == [2]
+
+
+def test_spool_directory_and_files_are_owner_only(tmp_path: Path) -> None:
+    directory = tmp_path / "spool"
+    s = Spool(directory)
+    try:
+        s.append(events(0, 3))
+        assert directory.stat().st_mode & 0o777 == 0o700
+        files = sorted(p.name for p in directory.iterdir())
+        assert files == ["spool.sqlite3", "spool.sqlite3-shm", "spool.sqlite3-wal"]
+        for path in directory.iterdir():
+            assert path.stat().st_mode & 0o777 == 0o600, path
+    finally:
+        s.close()
+
+
+def test_existing_loose_permissions_are_tightened(tmp_path: Path) -> None:
+    directory = tmp_path / "spool"
+    Spool(directory).close()
+    directory.chmod(0o755)
+    (directory / "spool.sqlite3").chmod(0o644)
+    s = Spool(directory)
+    s.close()
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert (directory / "spool.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_reopen_after_fork_uses_a_new_connection_and_keeps_the_data(spool: Spool) -> None:
+    spool.append(events(0, 2))
+    before = spool._conn
+    spool.reopen_after_fork()
+    assert spool._conn is not before
+    spool.append(events(2, 3))
+    assert len(spool) == 3
+    before.close()  # in a real child it is never closed; here the test owns it

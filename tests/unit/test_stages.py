@@ -159,7 +159,10 @@ def test_two_people_called_sam_stay_two_speakers(second_handle: str) -> None:
     key_a, key_b = participant_key("acme", "u-sam-a"), participant_key("acme", "u-sam-b")
     by_speaker = {k: [m.id for m in turn.messages if m.speaker_key == k] for k in (key_a, key_b)}
     assert by_speaker == {key_a: ["m-1", "m-3"], key_b: ["m-2"]}
-    assert turn.messages[1].speaker_label == f"Sam (@{second_handle})"
+    # Same name and handle: the second Sam's handle is marked with its id, so labels differ too.
+    mark = "~u-sam-b" if second_handle == "sam" else ""
+    assert turn.messages[1].speaker_label == f"Sam (@{second_handle}{mark})"
+    assert turn.messages[0].speaker_label == "Sam (@sam)"
 
 
 def test_same_participant_id_in_two_tenants_is_two_keys() -> None:

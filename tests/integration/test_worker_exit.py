@@ -1,0 +1,43 @@
+"""`memsync worker` exits with the status Celery sets, so a supervisor restarts a failed worker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.graph.store import GraphStore
+from workers.demo import worker_env
+from workers.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
+    settings: Settings, graph: GraphStore, tmp_path: Path
+) -> None:
+    # A liveness TTL shorter than two beats makes the heartbeat step refuse to start: Celery logs
+    # "Unrecoverable error" and stops the worker with a failure status.
+    own = settings.model_copy(
+        update={
+            "broker_url": settings.broker_url.rsplit("/", 1)[0] + "/5",
+            "heartbeat_interval": 10.0,
+            "heartbeat_ttl": 2,
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "worker", "-n", "exit-test@%h"],
+        env=worker_env(own),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=ROOT,
+    )
+    output = done.stdout + done.stderr
+    assert "Unrecoverable error" in output, output[-3000:]
+    assert done.returncode != 0, output[-3000:]

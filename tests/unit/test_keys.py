@@ -1,0 +1,28 @@
+"""Graph keys: unambiguous whatever the ids, and never too long for Neo4j's key index."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.keys import MAX_KEY_CHARS, compose_key
+
+parts = st.lists(st.text(max_size=3000), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(parts, parts)
+def test_distinct_parts_give_distinct_keys_within_the_bound(a: list[str], b: list[str]) -> None:
+    assert len(compose_key(*a)) <= MAX_KEY_CHARS
+    assert (compose_key(*a) == compose_key(*b)) == (a == b)
+
+
+def test_long_keys_keep_a_prefix_and_end_in_a_digest() -> None:
+    long = compose_key("acme", "fact", "😀" * 3000)
+    assert len(long) == MAX_KEY_CHARS
+    assert long.startswith("acme:fact:%F0%9F%98%80")
+    assert compose_key("acme", "fact", "😀" * 3000 + "x") != long
+
+
+def test_keys_that_fit_are_unchanged() -> None:
+    assert compose_key("acme", "slack:U1", "a b") == "acme:slack%3AU1:a%20b"

@@ -1,0 +1,105 @@
+"""The pure parts of the reliable pop: staging key names, the scan/block cycle, reply parsing,
+and when a channel pops by moving rather than with kombu's BRPOP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kombu import Exchange, Queue
+
+from tests.unit.fakebroker import fake_channel
+from workers import heartbeat, keys
+from workers.settings import INGEST_QUEUE, SYNC_QUEUE
+from workers.transport import PendingMove, PopCycle, scan_keys
+
+SEP = "\x06\x16"
+
+
+def test_staging_keys_are_per_holder_and_queue_and_never_collide() -> None:
+    holders = ["w1@host/1/a", "w1@host/1/b", "x:y@h/2/c", "w1@host%2F1%2Fa"]
+    queues = [SYNC_QUEUE, INGEST_QUEUE, f"{SYNC_QUEUE}{SEP}3", "a:b", "a/b"]
+    built = [keys.worker_staging(h, q) for h in holders for q in queues]
+    others = [f(h) for h in holders for f in (keys.worker_alive, keys.worker_held)]
+    index = [keys.worker_staging_index(h) for h in holders]
+    every = built + others + index + list(keys.FIXED_KEYS)
+    assert len(set(every)) == len(every)
+    for key in built:
+        assert key.count(":") == 4  # escaped holder and queue add no separator
+        assert SEP not in key
+    # All of one holder's keys share its escaped id as the third component.
+    h = "x:y@h/2/c"
+    assert {k.split(":")[2] for k in (keys.worker_alive(h), keys.worker_staging(h, "q"))} == {
+        keys.escape(h)
+    }
+    assert heartbeat.staging_key is keys.worker_staging
+
+
+def test_scan_keys_follow_kombus_brpop_order() -> None:
+    def pri(queue: str, level: int) -> str:
+        return f"{queue}{SEP}{level}" if level else queue
+
+    assert scan_keys(["a", "b"], pri, [0, 3]) == ["a", "b", f"a{SEP}3", f"b{SEP}3"]
+
+
+def test_scans_while_messages_come_then_blocks_rotating_over_the_queues() -> None:
+    cycle = PopCycle()
+    queues = ["a", "b"]
+    assert not cycle.blocking
+    cycle.popped(True)  # a scan that moved a message: scan again
+    assert not cycle.blocking
+    cycle.popped(False)  # an empty scan: block on one queue
+    assert cycle.blocking
+    assert cycle.next_block_key(queues) == "a"
+    cycle.popped(False)  # the wait ended empty: scan, and next time wait on the other queue
+    assert not cycle.blocking
+    cycle.popped(False)
+    assert cycle.next_block_key(queues) == "b"
+    cycle.popped(True)  # the wait moved a message: scan again, same rotation
+    assert not cycle.blocking
+    cycle.popped(False)
+    assert cycle.next_block_key(queues) == "b"
+
+
+def test_replies_parse_to_the_queue_and_item() -> None:
+    scan = PendingMove("EVAL", "h")
+    assert scan.popped(None) is None
+    assert scan.popped([b"memsync.sync", b"{}"]) == ("memsync.sync", b"{}")
+    block = PendingMove("BLMOVE", "h", "memsync.ingest")
+    assert block.popped(None) is None
+    assert block.popped(b"{}") == ("memsync.ingest", b"{}")
+
+
+@pytest.fixture()
+def channel() -> Iterator[Any]:
+    with fake_channel() as chan:
+        yield chan
+
+
+def consume(chan: Any, name: str) -> None:
+    Queue(name, Exchange(name), name)(chan).declare()
+    chan.basic_consume(name, no_ack=False, callback=lambda m: None, consumer_tag=name)
+
+
+def test_only_a_worker_consuming_memsync_queues_pops_by_moving(channel: Any) -> None:
+    consume(channel, SYNC_QUEUE)
+    assert channel._reliable_holder() is None  # not a worker process
+    holder = heartbeat.activate("w1@host", ttl=30)
+    assert channel._reliable_holder() == holder
+    consume(channel, INGEST_QUEUE)
+    assert channel._reliable_holder() == holder
+    consume(channel, "celery.pidbox.reply")  # anything else: kombu's own BRPOP
+    assert channel._reliable_holder() is None
+
+
+def test_a_refused_move_falls_back_to_brpop_for_a_while(channel: Any) -> None:
+    consume(channel, SYNC_QUEUE)
+    heartbeat.activate("w1@host", ttl=30)
+    channel._moves_refused_until = float("inf")
+    assert channel._reliable_holder() is None
+
+
+def test_a_closed_channel_remembers_where_its_broker_is(channel: Any) -> None:
+    assert channel.broker[:2] == ("127.0.0.1", 1)
+    assert channel.fallback_params["db"] == 0
