@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps services-up services-down services-status test unit integration lint typecheck check demo bench clean
+.PHONY: install deps services-up services-down services-status test unit integration lint typecheck check demo bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ demo: deps
 
 bench: deps
 	$(BIN)/python -m bench.pipeline
+
+## chaos: a seeded random fault schedule (workers, Neo4j, Redis, producer) on a private cluster,
+## then an exact audit; figures appended to .memsync/chaos-report.txt. make chaos MINUTES=30 SEED=1
+MINUTES ?= 30
+SEED ?= 1
+chaos: deps
+	$(BIN)/python -m tests.chaos --minutes $(MINUTES) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
