@@ -16,17 +16,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import logging
 import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from queue import Empty
 from typing import Any
 
@@ -39,124 +34,10 @@ from kombu.utils.json import dumps, loads
 from pipeline.errors import DeadLetterUnavailable
 from workers import heartbeat
 from workers.deadletter import DeadLetterStore, unreadable_letters
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
+from workers.envelope import envelope_problem, is_task_queue, max_eta_seconds, unreadable_reason
+from workers.popcycle import SCAN_LUA, PendingMove, PopCycle, scan_keys
 
 log = logging.getLogger("memsync.transport")
-
-# The tasks workers/tasks.py registers, and the queues whose items must be their messages. Other
-# queues a client of this transport pops (e.g. `celery inspect` reply queues) only need to be
-# envelopes.
-TASK_NAMES = frozenset({"memsync.ingest", "memsync.sync"})
-TASK_QUEUES = frozenset({INGEST_QUEUE, SYNC_QUEUE})
-ACCEPTED_CONTENT_TYPE = "application/json"
-
-
-def unreadable_reason(body: bytes | str) -> str | None:
-    """Why a raw queue item is not a message envelope kombu can deliver, or None if it is one."""
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return f"not JSON ({exc})"
-    if not isinstance(payload, dict):
-        return f"not a message envelope (a JSON {type(payload).__name__})"
-    properties = payload.get("properties")
-    if not isinstance(properties, dict) or "delivery_tag" not in properties:
-        return "not a message envelope (no properties.delivery_tag)"
-    return None
-
-
-def max_eta_seconds(settings: Settings) -> float:
-    """How far ahead a task message's ETA may lie for a worker to hold it safely.
-
-    Redis hands an unacked message to another worker once the visibility timeout has passed since
-    delivery. A worker holds an ETA message unacked until its ETA, then runs it for up to the task
-    time limit, so the ETA must lie within (visibility timeout - task time limit) of delivery;
-    further, the message runs twice or more. The worker refuses to start unless this exceeds the
-    largest retry countdown, so memsync's own retries always pass.
-    """
-    return float(settings.visibility_timeout - settings.task_time_limit)
-
-
-def envelope_problem(body: bytes | str, now: float, max_eta_seconds: float) -> str | None:
-    """Why a raw item of a task queue is not a memsync task message a worker can run safely.
-
-    `now` is the time of delivery (epoch seconds). None when the item is fine.
-    """
-    reason = unreadable_reason(body)
-    if reason is not None:
-        return reason
-    envelope = json.loads(body)
-    content_type = envelope.get("content-type")
-    if content_type != ACCEPTED_CONTENT_TYPE:
-        return f"content type {content_type!r} refused (only {ACCEPTED_CONTENT_TYPE} is accepted)"
-    headers = envelope.get("headers")
-    task = headers.get("task") if isinstance(headers, dict) else None
-    if not isinstance(task, str):
-        return "no task name in the headers (not a Celery protocol-2 message)"
-    if task not in TASK_NAMES:
-        return f"unregistered task {task!r} (known: {', '.join(sorted(TASK_NAMES))})"
-    reason = _body_problem(envelope)
-    if reason is not None:
-        return reason
-    assert isinstance(headers, dict)
-    return _eta_problem(headers.get("eta"), now, max_eta_seconds)
-
-
-def _body_problem(envelope: dict[str, Any]) -> str | None:
-    body = envelope.get("body")
-    if not isinstance(body, str):
-        return f"message body is a JSON {type(body).__name__}, not a string"
-    properties = envelope["properties"]
-    encoding = properties.get("body_encoding")
-    if encoding == "base64":
-        try:
-            raw = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            return f"message body is not valid base64 ({exc})"
-    elif encoding is None:
-        raw = body.encode("utf-8", errors="surrogatepass")
-    else:
-        return f"unknown body encoding {encoding!r}"
-    try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return f"message body is not JSON ({exc})"
-    if (
-        not isinstance(payload, list)
-        or len(payload) != 3
-        or not isinstance(payload[0], list)
-        or not isinstance(payload[1], dict)
-        or not isinstance(payload[2], dict | None)
-    ):
-        return "message body is not Celery protocol 2 ([args, kwargs, embed])"
-    return None
-
-
-def _eta_problem(eta: Any, now: float, bound: float) -> str | None:
-    if eta is None:
-        return None
-    if not isinstance(eta, str):
-        return f"eta {eta!r} is not an ISO 8601 time"
-    try:
-        when = datetime.fromisoformat(eta)
-    except ValueError:
-        return f"eta {eta!r} is not an ISO 8601 time"
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # Celery's default (enable_utc) sends UTC
-    ahead = when.timestamp() - now
-    if ahead > bound:
-        return (
-            f"eta {eta} is {ahead:.0f}s ahead, beyond the {bound:.0f}s a worker can hold a "
-            "message unacked (MEMSYNC_VISIBILITY_TIMEOUT - MEMSYNC_TASK_TIME_LIMIT): it would be "
-            "redelivered and run more than once"
-        )
-    return None
-
-
-def _task_queue(queue: bytes | str) -> bool:
-    name = queue.decode(errors="replace") if isinstance(queue, bytes) else queue
-    # Priority levels live in sibling lists named queue + sep + level.
-    return name.split(kombu_redis.Channel.sep, 1)[0] in TASK_QUEUES
 
 
 class GuardedRedis(redis.Redis):
@@ -175,7 +56,7 @@ class GuardedRedis(redis.Redis):
 
     def problem(self, queue: bytes | str, body: bytes | str) -> str | None:
         """Why an item popped from `queue` must not be delivered (None: deliver it)."""
-        if _task_queue(queue):
+        if is_task_queue(queue):
             from workers import runtime  # the worker side; read per item, never at import
 
             bound = max_eta_seconds(runtime.settings())
@@ -211,73 +92,12 @@ class GuardedRedis(redis.Redis):
 # non-blocking scan of every queue key (a script), and, once that finds nothing, a short
 # BLMOVE on one queue so an idle worker wakes at once for it and within a second for the others.
 
-# KEYS[1..n]: queue lists in consume order; KEYS[n+1..2n]: the holder's staging list for each.
-# ARGV: staging index, holders set, holder id, alive key, node name, alive TTL. Returns
-# {queue key, item} for the first item moved, nil when every queue is empty. The holder is marked
-# alive and listed in the same script, so the sweep can never judge it dead holding a fresh item.
-SCAN_LUA = """
-local n = #KEYS / 2
-redis.call('SET', ARGV[4], ARGV[5], 'EX', ARGV[6])
-redis.call('SADD', ARGV[2], ARGV[3])
-for i = 1, n do
-  local item = redis.call('LMOVE', KEYS[i], KEYS[n + i], 'RIGHT', 'LEFT')
-  if item then
-    redis.call('HSET', ARGV[1], KEYS[n + i], KEYS[i])
-    return {KEYS[i], item}
-  end
-end
-for i = 1, n do
-  redis.call('HSET', ARGV[1], KEYS[n + i], KEYS[i])
-end
-return false
-"""
 # How long a worker keeps the reliable pop off after Redis refused its commands (an old server
 # without LMOVE, scripts refused while out of memory), consuming with kombu's BRPOP meanwhile.
 MOVE_REFUSED_BACKOFF = 30.0
 # Ack/reject calls on a closed channel that could not be settled yet, retried by the next channel
 # that starts polling; beyond this many the oldest are left to the visibility timeout.
 UNSETTLED_LIMIT = 10_000
-
-
-@dataclass
-class PopCycle:
-    """Which command the reliable pop sends next: a scan of every queue key while messages keep
-    coming; after an empty scan, a short blocking move on one queue, rotating over the queues
-    each time such a wait ends empty. Pure state: the channel sends and reads the commands."""
-
-    blocking: bool = False
-    turn: int = 0
-
-    def next_block_key(self, queues: Sequence[str]) -> str:
-        return queues[self.turn % len(queues)]
-
-    def popped(self, got_item: bool) -> None:
-        """Advance after a reply: `got_item` says whether it moved a message."""
-        if self.blocking:
-            self.blocking = False
-            if not got_item:
-                self.turn += 1
-        else:
-            self.blocking = not got_item
-
-
-@dataclass(frozen=True)
-class PendingMove:
-    """The move command outstanding on a channel's poll connection."""
-
-    command: str  # "EVAL" (scan) or "BLMOVE" (block)
-    holder: str
-    block_key: str | None = None
-
-    def popped(self, reply: Any) -> tuple[str, bytes] | None:
-        """(queue key, raw item) from the command's reply, or None if nothing was moved."""
-        if not reply:
-            return None
-        if self.command == "BLMOVE":
-            assert self.block_key is not None
-            return self.block_key, reply
-        key, item = reply
-        return bytes_to_str(key), item
 
 
 @dataclass(frozen=True)
@@ -294,13 +114,6 @@ _staged: dict[str, Staged] = {}
 # (broker, tag, requeue) of acks and rejects a closed channel could not settle yet.
 _unsettled: deque[tuple[tuple[Any, ...], str, bool]] = deque(maxlen=UNSETTLED_LIMIT)
 _channels: weakref.WeakSet[Channel] = weakref.WeakSet()
-
-
-def scan_keys(
-    queues: Sequence[str], priority_key: Callable[[str, int], str], steps: Sequence[int]
-) -> list[str]:
-    """The queue lists a scan tries, in kombu's BRPOP order (priority level, then queue)."""
-    return [priority_key(queue, pri) for pri in steps for queue in queues]
 
 
 class QoS(kombu_redis.QoS):
@@ -469,7 +282,7 @@ class Channel(kombu_redis.Channel):
         if holder is None or self.global_keyprefix:
             return None
         queues = self.active_queues
-        if not queues or not all(_task_queue(q) for q in queues):
+        if not queues or not all(is_task_queue(q) for q in queues):
             return None
         if time.monotonic() < self._moves_refused_until:
             return None

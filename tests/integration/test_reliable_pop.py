@@ -20,7 +20,7 @@ from kombu.messaging import Producer as KombuProducer
 
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
-from workers import heartbeat, runtime, services, transport
+from workers import heartbeat, popcycle, runtime, services, transport
 from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
@@ -261,7 +261,7 @@ def ghost_pop(client: redis.Redis, ghost: str, queue: str) -> bytes:
     as unacked, and no alive key."""
     keys = [queue, heartbeat.staging_key(ghost, queue)]
     reply = client.eval(
-        transport.SCAN_LUA,
+        popcycle.SCAN_LUA,
         len(keys),
         *keys,
         heartbeat.staging_index_key(ghost),

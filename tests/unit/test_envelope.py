@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import pytest
 
+from workers.envelope import TASK_NAMES, envelope_problem, is_task_queue, max_eta_seconds
 from workers.settings import Settings
-from workers.transport import TASK_NAMES, _task_queue, envelope_problem, max_eta_seconds
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp()
 BOUND = 3300.0
@@ -190,11 +190,11 @@ def test_eta_bound_leaves_room_for_the_longest_task_and_every_retry() -> None:
 
 
 def test_task_queues_include_priority_levels_and_nothing_else() -> None:
-    assert _task_queue(b"memsync.ingest")
-    assert _task_queue("memsync.sync\x06\x163")
-    assert not _task_queue(b"c0ffee.reply.celery.pidbox")
-    assert not _task_queue(b"memsync.ingestion")
-    assert not _task_queue(b"celery")
+    assert is_task_queue(b"memsync.ingest")
+    assert is_task_queue("memsync.sync\x06\x163")
+    assert not is_task_queue(b"c0ffee.reply.celery.pidbox")
+    assert not is_task_queue(b"memsync.ingestion")
+    assert not is_task_queue(b"celery")
 
 
 def test_unreadable_bytes_are_reported_not_raised() -> None:

@@ -11,8 +11,8 @@ from kombu import Exchange, Queue
 
 from tests.unit.fakebroker import fake_channel
 from workers import heartbeat, keys
+from workers.popcycle import PendingMove, PopCycle, scan_keys
 from workers.settings import INGEST_QUEUE, SYNC_QUEUE
-from workers.transport import PendingMove, PopCycle, scan_keys
 
 SEP = "\x06\x16"
 

@@ -1,0 +1,83 @@
+"""The reliable pop's pure parts: the scan script, which command comes next, reply parsing.
+
+A worker never pops a message destructively: it moves it atomically into its own staging list
+(workers/transport.py sends the commands), so a message is always in its queue, a staging list or
+`unacked`, whenever a worker or the broker dies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kombu.utils.encoding import bytes_to_str
+
+# KEYS[1..n]: queue lists in consume order; KEYS[n+1..2n]: the holder's staging list for each.
+# ARGV: staging index, holders set, holder id, alive key, node name, alive TTL. Returns
+# {queue key, item} for the first item moved, nil when every queue is empty. The holder is marked
+# alive and listed in the same script, so the sweep can never judge it dead holding a fresh item.
+SCAN_LUA = """
+local n = #KEYS / 2
+redis.call('SET', ARGV[4], ARGV[5], 'EX', ARGV[6])
+redis.call('SADD', ARGV[2], ARGV[3])
+for i = 1, n do
+  local item = redis.call('LMOVE', KEYS[i], KEYS[n + i], 'RIGHT', 'LEFT')
+  if item then
+    redis.call('HSET', ARGV[1], KEYS[n + i], KEYS[i])
+    return {KEYS[i], item}
+  end
+end
+for i = 1, n do
+  redis.call('HSET', ARGV[1], KEYS[n + i], KEYS[i])
+end
+return false
+"""
+
+
+@dataclass
+class PopCycle:
+    """Which command the reliable pop sends next: a scan of every queue key while messages keep
+    coming; after an empty scan, a short blocking move on one queue, rotating over the queues
+    each time such a wait ends empty. Pure state: the channel sends and reads the commands."""
+
+    blocking: bool = False
+    turn: int = 0
+
+    def next_block_key(self, queues: Sequence[str]) -> str:
+        return queues[self.turn % len(queues)]
+
+    def popped(self, got_item: bool) -> None:
+        """Advance after a reply: `got_item` says whether it moved a message."""
+        if self.blocking:
+            self.blocking = False
+            if not got_item:
+                self.turn += 1
+        else:
+            self.blocking = not got_item
+
+
+@dataclass(frozen=True)
+class PendingMove:
+    """The move command outstanding on a channel's poll connection."""
+
+    command: str  # "EVAL" (scan) or "BLMOVE" (block)
+    holder: str
+    block_key: str | None = None
+
+    def popped(self, reply: Any) -> tuple[str, bytes] | None:
+        """(queue key, raw item) from the command's reply, or None if nothing was moved."""
+        if not reply:
+            return None
+        if self.command == "BLMOVE":
+            assert self.block_key is not None
+            return self.block_key, reply
+        key, item = reply
+        return bytes_to_str(key), item
+
+
+def scan_keys(
+    queues: Sequence[str], priority_key: Callable[[str, int], str], steps: Sequence[int]
+) -> list[str]:
+    """The queue lists a scan tries, in kombu's BRPOP order (priority level, then queue)."""
+    return [priority_key(queue, pri) for pri in steps for queue in queues]
