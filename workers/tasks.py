@@ -160,11 +160,12 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         self.dead_letter([raw], error)
     written = [pair for group in outcome.written for pair in group]
     ledger = runtime.ledger()
+    # Audited before the turns are marked written, so whoever waits on them sees the refusals.
+    briefly(ledger.refuse, refusals)
     briefly(ledger.mark_synced, [job for _, job in written])
     if outcome.failed:
         counts["sync.isolated_failures"] += len(outcome.failed)
     briefly(ledger.count, dict(counts))
-    briefly(ledger.refuse, refusals)
     briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}

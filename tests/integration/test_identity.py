@@ -168,11 +168,14 @@ def test_a_reused_message_id_is_refused(
     assert episodes["m2"].observers == ["a-chef"]  # the rest of Eve's turn is kept
     chef_facts = [f.value for f in agent_facts(graph, tenant, "a-chef")]
     assert not any("aisle" in v for v in chef_facts), chef_facts
+    # Counted and audited for operators, with who would have seen what.
+    chef, m1 = participant_key(tenant, "a-chef"), episode_key(tenant, "ch-shared", "m1")
+    assert audited(ledger, tenant, "ev-reuse") == [("refused", f"{chef} {m1}", "message_id_reuse")]
+    assert ledger.stats().get("refused.message_id_reuse", 0) >= 1
 
     # The writer says what it refused: the sighting of m1 by Chef in that event.
     again = validate_event({**reused, "event_id": "ev-reuse-2"})
     jobs = ingest_turns([again], {}, DirectoryTrustPolicy("open", {})).jobs
     batch = write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
-    m1 = episode_key(tenant, "ch-shared", "m1")
     assert batch.conflicts == [("ev-reuse-2", participant_key(tenant, "a-chef"), m1)]
     assert [r["episode_key"] for r in batch.observed] == [episode_key(tenant, "ch-shared", "m2")]
