@@ -34,7 +34,7 @@ import redis
 from celery import bootsteps
 
 from pipeline.errors import BrokerUnavailable, ConfigurationError, RetryableError
-from workers import keys
+from workers import forkgate, keys
 from workers.settings import Settings
 
 log = logging.getLogger("memsync.heartbeat")
@@ -518,7 +518,8 @@ class HeartbeatStep(bootsteps.StartStopStep):
         while True:  # a daemon thread: it beats until the process ends
             started = time.monotonic()
             try:
-                keeper.tick()
+                with forkgate.working():
+                    keeper.tick()
             except Exception:  # a tick must never end the beat
                 log.exception("heartbeat tick failed")
             time.sleep(max(0.0, interval - (time.monotonic() - started)))

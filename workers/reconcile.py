@@ -20,7 +20,7 @@ import redis
 from celery import bootsteps
 
 from pipeline.errors import PoisonPayload
-from workers import keys
+from workers import forkgate, keys
 from workers.deadletter import DeadLetterStore, unreadable_letters
 from workers.inflight import SENT_AT_HEADER, InFlight, sent_now
 from workers.ledger import Ledger, TurnStatus
@@ -205,7 +205,8 @@ class ReconcileStep(bootsteps.StartStopStep):
     def _loop(self, hostname: str) -> None:
         while not self.stopping.wait(self._interval()):
             try:
-                self._tick(hostname)
+                with forkgate.working():
+                    self._tick(hostname)
             except Exception:  # the next tick tries again; this thread must never end early
                 log.exception("reconcile sweep failed")
 

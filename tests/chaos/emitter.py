@@ -67,11 +67,14 @@ def run(seed: int, rate: float, state: Path) -> int:
     state.mkdir(parents=True, exist_ok=True)
     producer = Producer(Settings())
     start_index = index = read_checkpoint(state)
+    # A killed incarnation may have emitted past its last checkpoint: re-emit at least that far
+    # before stopping, so every turn ever emitted is one a live producer stands behind.
+    must_reach = emitted_high_water(state)
     durable = index
     print(f"emitter {os.getpid()} {READY} {index}", flush=True)
     started = time.monotonic()
     with (state / EMITTED).open("a") as log:
-        while not stopping:
+        while not stopping or index < must_reach:
             # Pacing by the clock, not by sleeps between emits, so the rate holds on average.
             due = started + (index - start_index) / rate
             delay = due - time.monotonic()
