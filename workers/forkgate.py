@@ -3,8 +3,10 @@ shut across fork().
 
 A pool child is a fork of the worker's main process. A lock that one of those threads held at
 that moment (a Redis or kombu pool's, the runtime's, a cache's) stays held for ever in the child,
-which then hangs on its first use of it, and a task sent to it runs into the hard time limit.
-With the gate, fork() waits until no thread is inside a tick, and no tick starts until it is done.
+which then hangs on its first use of it (kombu's after-fork cleanup takes the pool locks), and a
+task sent to it runs into the hard time limit. With the gate, fork() waits until no thread is
+inside a tick, and no tick starts until it is done. Nothing else may be taken before the gate is
+shut: a tick still running could need it, and fork() would wait for that tick for ever.
 """
 
 from __future__ import annotations

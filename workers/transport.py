@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 import weakref
 from collections import deque
@@ -456,44 +455,3 @@ class _PushRecorder:
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
-
-
-def _live_pools() -> list[Any]:
-    pools = {
-        id(pool): pool
-        for channel in list(_channels)
-        for pool in (getattr(channel, "_pool", None), getattr(channel, "_async_pool", None))
-        if pool is not None
-    }
-    return [pools[key] for key in sorted(pools)]
-
-
-_held_pools: list[Any] = []
-
-
-def _hold_pools_for_fork() -> None:
-    """Take every channel pool's locks in the forking thread. A pool child's first act is kombu's
-    after-fork cleanup, which takes them; had another thread (the heartbeat, a reconciler
-    re-send) held one at fork() it would stay held for ever in the child, and the child hang."""
-    locks = [
-        lock
-        for pool in _live_pools()
-        for lock in (getattr(pool, "_fork_lock", None), getattr(pool, "_lock", None))
-        if lock is not None
-    ]
-    for lock in locks:
-        lock.acquire()
-    _held_pools[:] = locks
-
-
-def _release_pools_after_fork() -> None:
-    for lock in reversed(_held_pools):
-        lock.release()
-    _held_pools.clear()
-
-
-os.register_at_fork(
-    before=_hold_pools_for_fork,
-    after_in_parent=_release_pools_after_fork,
-    after_in_child=_release_pools_after_fork,
-)

@@ -1,4 +1,5 @@
-"""A pool child forked while another thread uses a channel's Redis pool does not hang."""
+"""A pool child forked while the heartbeat thread uses a channel's Redis pool does not hang:
+the thread works inside the fork gate, so no pool lock is held at fork()."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import warnings
 from typing import Any
 
 from tests.unit.fakebroker import fake_channel
+from workers import forkgate
 
 
 def reap(pid: int, timeout: float) -> int:
@@ -32,7 +34,8 @@ def test_kombus_after_fork_cleanup_never_hangs_the_child() -> None:
 
         def busy() -> None:  # as the heartbeat thread is, on a channel of its own
             while not stop.is_set():
-                client.set("k", "v")
+                with forkgate.working():
+                    client.set("k", "v")
 
         thread = threading.Thread(target=busy, daemon=True)
         thread.start()
