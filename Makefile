@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps services-up services-down services-status test unit integration lint typecheck check demo bench chaos clean
+.PHONY: chaos chaos-test install deps services-up services-down services-status test unit integration lint typecheck check demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ MINUTES ?= 30
 SEED ?= 1
 chaos: deps
 	$(BIN)/python -m tests.chaos --minutes $(MINUTES) --seed $(SEED)
+
+## chaos-test: the 3-minute seeded fault schedule as a test (not in `make test` for now)
+chaos-test: deps
+	$(BIN)/pytest -m chaos
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

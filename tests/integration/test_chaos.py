@@ -21,6 +21,7 @@ MINUTES = 3.0
 
 
 @pytest.mark.integration
+@pytest.mark.chaos
 @pytest.mark.timeout(1200)
 def test_seeded_fault_schedule_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     config = ChaosConfig(minutes=MINUTES, seed=SEED, root=tmp_path, settle_timeout=420)
