@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 
-from tests.unit.test_transport_fork import reap
+from tests.forking import fork, reap
 from workers import forkgate
 
 
@@ -24,9 +23,7 @@ def test_a_child_never_inherits_a_lock_held_inside_a_tick() -> None:
     failures = 0
     try:
         for _ in range(200):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+            pid = fork()
             if pid == 0:
                 os._exit(0 if shared.acquire(timeout=5) else 1)
             failures += reap(pid, timeout=10) != 0
@@ -37,9 +34,7 @@ def test_a_child_never_inherits_a_lock_held_inside_a_tick() -> None:
 
 
 def test_work_goes_on_after_a_fork_in_the_parent_and_the_child() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    pid = fork()
     if pid == 0:
         code = 1
         try:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
-import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from tests.forking import fork, reap
 from workers import producer as producer_module
 from workers.producer import Producer
 from workers.settings import Settings
@@ -57,28 +55,6 @@ def gated(tmp_path: Path) -> Iterator[tuple[Producer, Gate]]:
     yield p, gate
     gate.open.set()
     p.close(timeout=5)
-
-
-def fork() -> int:
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about forking a threaded process; forking one is what is tested.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return os.fork()
-
-
-def reap(pid: int, timeout: float) -> int:
-    """The child's exit code; a child still running at the deadline is killed (-9), so no hung
-    child outlives the test holding the runner's output open."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return -9
-        time.sleep(0.005)
 
 
 def test_child_starts_empty_with_its_own_thread_and_connections(

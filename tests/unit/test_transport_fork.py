@@ -4,27 +4,12 @@ the thread works inside the fork gate, so no pool lock is held at fork()."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
-import time
-import warnings
 from typing import Any
 
+from tests.forking import fork, reap
 from tests.unit.fakebroker import fake_channel
 from workers import forkgate
-
-
-def reap(pid: int, timeout: float) -> int:
-    """The child's exit code, or -9 after killing a child still running at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return -9
 
 
 def test_kombus_after_fork_cleanup_never_hangs_the_child() -> None:
@@ -42,9 +27,7 @@ def test_kombus_after_fork_cleanup_never_hangs_the_child() -> None:
         hung = 0
         try:
             for _ in range(100):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    pid = os.fork()
+                pid = fork()
                 if pid == 0:  # what billiard's pool child runs first: kombu's after-fork hook
                     code = 1
                     try:
