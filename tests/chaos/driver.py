@@ -43,6 +43,8 @@ DOUBLE_CHANCE = 0.2
 POLL = 0.5
 EMITTER_START_TIMEOUT = 120.0
 STATUS_POLL = 2.0
+WORKER_STOP_TIMEOUT = 30.0
+PY_SPY = Path(sys.executable).with_name("py-spy")
 # Lines a worker writes when a pool child dies under it (nothing in the schedule does that:
 # a group kill takes parent and children together).
 CHILD_DEATH = re.compile(
@@ -421,6 +423,19 @@ class Chaos:
         live_workers = [w for w in self.cluster.workers if w.process.poll() is None]
         for t in self.tracked:
             self.planned_end(t.process)
+        for worker in live_workers:
+            worker.process.send_signal(signal.SIGTERM)
+        for worker in live_workers:
+            try:
+                worker.process.wait(WORKER_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                # A hung warm shutdown is the symptom; where each process is stuck is the cause.
+                self.result.unplanned.append(
+                    f"worker pid {worker.process.pid} still running {WORKER_STOP_TIMEOUT:g}s "
+                    f"after SIGTERM; stacks:\n{stacks(worker.process.pid)}"
+                )
+                worker.process.kill()
+                worker.process.wait(10)
         self.cluster.stop()
         for worker in live_workers:
             if worker.process.returncode != 0:
@@ -428,6 +443,28 @@ class Chaos:
                     f"worker pid {worker.process.pid} exited {worker.process.returncode} on a "
                     f"clean stop (expected 0):\n{worker.log_tail(15)}"
                 )
+
+
+def stacks(pid: int) -> str:
+    """Python stacks of a process and its children, for a report on a hang (needs py-spy)."""
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(c) for c in children.read_text().split()]
+    dumps = []
+    for p in pids:
+        try:
+            out = subprocess.run(
+                [str(PY_SPY), "dump", "--pid", str(p)],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            dumps.append(out.stdout or out.stderr)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            dumps.append(f"pid {p}: no stack ({exc!r})")
+    return "\n".join(dumps)
 
 
 def report(result: ChaosResult) -> str:
