@@ -1,1 +1,1 @@
-"""Neo4j side: schema, the idempotent writer and the read side. All Cypher lives in cypher.py."""
+"""Neo4j side: schema, the idempotent writer and the read side. All Cypher lives in cypher/."""

@@ -1,0 +1,40 @@
+"""Schema statements: uniqueness constraints and indexes, created by `memsync graph init`."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.graph.model import (
+    CLOSURE,
+    COMMITMENT,
+    EPISODE,
+    FACT,
+    KEYED_LABELS,
+    PARTICIPANT,
+)
+
+# -- schema -------------------------------------------------------------------------------------
+
+CONSTRAINTS: Final = tuple(
+    f"CREATE CONSTRAINT {label.lower()}_key IF NOT EXISTS FOR (n:{label}) REQUIRE n.key IS UNIQUE"
+    for label in KEYED_LABELS
+)
+
+INDEXES: Final = (
+    f"CREATE INDEX participant_tenant_id IF NOT EXISTS FOR (n:{PARTICIPANT}) ON (n.tenant, n.id)",
+    f"CREATE INDEX participant_tenant_label IF NOT EXISTS "
+    f"FOR (n:{PARTICIPANT}) ON (n.tenant, n.label)",
+    f"CREATE INDEX episode_created_at IF NOT EXISTS FOR (n:{EPISODE}) ON (n.created_at)",
+    f"CREATE INDEX fact_agent_subject_slot IF NOT EXISTS "
+    f"FOR (n:{FACT}) ON (n.agent_key, n.subject_key, n.slot)",
+    f"CREATE INDEX commitment_agent_owed_by IF NOT EXISTS "
+    f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key)",
+    f"CREATE INDEX closure_agent_owed_by IF NOT EXISTS "
+    f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key)",
+)
+
+SHOW_KEY_CONSTRAINTS: Final = (
+    "SHOW CONSTRAINTS YIELD labelsOrTypes, properties, type "
+    "WHERE type = 'UNIQUENESS' AND properties = ['key'] "
+    "RETURN labelsOrTypes[0] AS label"
+)
