@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
@@ -26,7 +27,6 @@ from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
 from workers.runtime import ledger as runtime_ledger
-from workers.settings import Settings
 
 AGENTS = [
     {"id": "a-one", "kind": "agent", "display_name": "One", "handle": "one"},

@@ -7,7 +7,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
 from pipeline.errors import InvalidEvent
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
@@ -38,7 +39,6 @@ from workers.ledger import TurnStatus
 from workers.progress import ProgressBar
 from workers.reconcile import send_ingest, sweep
 from workers.replay import parse_duration, replay
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
 from workers.spool import Spool
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ import neo4j.exceptions
 import redis
 from pydantic import ValidationError
 
+from memsync.settings import Settings
 from pipeline.errors import (
     BrokerUnavailable,
     DeadLetterUnavailable,
@@ -28,7 +29,6 @@ from pipeline.errors import (
     MemsyncError,
     PermanentError,
 )
-from workers.settings import Settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from memsync.settings import Settings
 from pipeline.graph import directory
 from pipeline.graph.model import TRUST_KINDS
 from pipeline.graph.reader import agent_commitments, agent_facts, recall
@@ -18,7 +19,6 @@ from schemas.event import Identifier, Tenant
 from workers import runtime
 from workers.cli_errors import EXIT_FAILED, EXIT_USAGE
 from workers.display import describe_memory
-from workers.settings import Settings
 
 _TENANT: TypeAdapter[str] = TypeAdapter(Tenant)
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)

@@ -8,6 +8,7 @@ import tempfile
 from importlib.resources import files
 from pathlib import Path
 
+from memsync.settings import Settings
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, recall
 from pipeline.graph.schema import init_schema
@@ -16,7 +17,6 @@ from schemas.event import TurnEvent
 from workers import runtime, services
 from workers.display import describe_memory
 from workers.producer import Producer
-from workers.settings import Settings
 
 REASONS = {
     "tool_message": "tool output never becomes memory",

@@ -16,7 +16,7 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 
 # The tasks workers/tasks.py registers, and the queues whose items must be their messages. Other
 # queues a client of this transport pops (e.g. `celery inspect` reply queues) only need to be

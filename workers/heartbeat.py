@@ -33,9 +33,9 @@ from typing import Any
 import redis
 from celery import bootsteps
 
+from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, ConfigurationError, RetryableError
 from workers import forkgate, keys
-from workers.settings import Settings
 
 log = logging.getLogger("memsync.heartbeat")
 

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsync.settings import Settings
 from workers import services
-from workers.settings import Settings
 
 
 @dataclass(frozen=True)

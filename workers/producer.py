@@ -18,12 +18,12 @@ from celery import Celery
 from kombu import Connection
 from kombu.exceptions import ContentDisallowed, EncodeError
 
+from memsync.settings import INGEST_QUEUE, Settings
 from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import keys
 from workers.inflight import InFlight, sent_now
-from workers.settings import INGEST_QUEUE, Settings
 from workers.spool import Spool, SpoolStatus
 
 log = logging.getLogger("memsync.producer")

@@ -19,12 +19,12 @@ from typing import Any, cast
 import redis
 from celery import bootsteps
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import PoisonPayload
 from workers import forkgate, keys
 from workers.deadletter import DeadLetterStore, unreadable_letters
 from workers.inflight import SENT_AT_HEADER, InFlight, sent_now
 from workers.ledger import Ledger, TurnStatus
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 
 log = logging.getLogger("memsync.reconcile")
 

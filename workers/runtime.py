@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import redis
 
+from memsync.settings import Settings
 from pipeline.errors import ConfigurationError
 from pipeline.extract import Extractor, RulesExtractor
 from pipeline.graph.directory import lookup_trust
@@ -24,7 +25,6 @@ from workers.cache import TTLCache
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
 from workers.llm import LLMExtractor, RateLimit
-from workers.settings import Settings
 
 _lock = threading.Lock()
 _settings: Settings | None = None

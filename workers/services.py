@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import ConfigurationError
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 NEO4J_DIR = PROJECT_ROOT / "deploy" / "neo4j"

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import PoisonPayload, RetryableError
 from pipeline.fanout import group_by_agent
 from pipeline.graph.writer import write_sync_jobs
@@ -23,7 +24,6 @@ from workers.deadletter import DeadLetter
 from workers.inflight import sent_now
 from workers.isolation import bisect
 from workers.retrying import briefly
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 from workers.taskbase import MemsyncTask
 
 log = logging.getLogger("memsync.tasks")

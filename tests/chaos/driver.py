@@ -26,6 +26,7 @@ from pathlib import Path
 
 import redis
 
+from memsync.settings import Settings
 from tests.chaos import emitter, stream
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed
@@ -33,7 +34,6 @@ from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger, TurnStatus
-from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_FILE = ROOT / ".memsync" / "chaos-report.txt"

@@ -7,11 +7,11 @@ import os
 import signal
 from pathlib import Path
 
+from memsync.settings import Settings
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from workers import services
 from workers.demo import worker_env
-from workers.settings import Settings
 
 
 class Cluster:

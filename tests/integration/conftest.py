@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from memsync.settings import Settings
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.integration.report import FAULT_REPORT
@@ -22,7 +23,6 @@ from workers import runtime, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

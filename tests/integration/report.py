@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memsync.settings import INGEST_QUEUE
 from workers.app import app
-from workers.settings import INGEST_QUEUE
 
 FAULT_REPORT: list[str] = []
 REPORT_FILE = Path(__file__).resolve().parents[2] / ".memsync" / "fault-report.txt"

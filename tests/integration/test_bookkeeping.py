@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 import redis
 
+from memsync.settings import Settings
 from tests.integration.test_operations import cli, wait_for
 from tests.integration.test_spine import dm_turn
 from workers import keys, services
@@ -17,7 +18,6 @@ from workers.deadletter import DeadLetterStore
 from workers.inflight import InFlight
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from memsync.settings import Settings
 from workers import services
 from workers.demo import worker_env
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import InvalidEvent
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
@@ -26,7 +27,6 @@ from workers.deadletter import DeadLetter, DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 
 # Each test waits on conditions with their own deadlines; the module's budget covers the slowest
 # chain of them (Neo4j restarts included) on a busy machine.

@@ -7,13 +7,13 @@ import json
 import pytest
 import redis
 
+from memsync.settings import Settings
 from tests.fuzzing import accepted_sample
 from tests.integration.report import report_fault
 from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

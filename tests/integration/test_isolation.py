@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.settings import Settings
 from pipeline.graph.reader import agent_facts, tenant_counts
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
@@ -24,7 +25,6 @@ from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

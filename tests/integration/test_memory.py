@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.model import CLOSURE, COMMITMENT, FACT
@@ -26,7 +27,6 @@ from tests.integration.test_spine import TRAVEL as SPINE_TRAVEL
 from workers import services
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
@@ -22,7 +23,6 @@ from workers.demo import worker_env
 from workers.inflight import PAYLOADS_KEY, InFlight
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ from typing import Any, cast
 import pytest
 import redis
 
+from memsync.settings import INGEST_QUEUE, Settings
 from workers import keys, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import INGEST_QUEUE, Settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.settings import INGEST_QUEUE, Settings
 from pipeline.errors import InvalidEvent
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import recall, tenant_counts, tenant_episodes
@@ -24,7 +25,6 @@ from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
 from workers.producer import Producer
-from workers.settings import INGEST_QUEUE, Settings
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from memsync.settings import Settings
 from pipeline.graph.store import GraphStore
 from workers.demo import worker_env
-from workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

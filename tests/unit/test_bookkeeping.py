@@ -16,6 +16,7 @@ import pytest
 import redis
 from celery import Celery
 
+from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, DeadLetterUnavailable, RetryableError
 from pipeline.ingest import TurnAccount
 from schemas.records import ChannelRef, Speaker, SyncJob, TrustDecision
@@ -27,7 +28,6 @@ from workers.ledger import Ledger
 from workers.reconcile import ReconcileStep, sweep
 from workers.redisfaults import redis_errors
 from workers.replay import replay
-from workers.settings import Settings
 
 # Ids an adversary (or an unlucky platform) might send: suffixes of other keys, separators,
 # escapes of separators, and a hash tag.

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from memsync.settings import Settings
 from schemas.records import KnownParticipant, TrustEntry
 from workers import runtime
 from workers.cache import TTLCache
-from workers.settings import Settings
 
 
 class Clock:

@@ -18,11 +18,11 @@ import pytest
 import redis
 from pydantic import SecretStr
 
+from memsync.settings import Settings, unknown_variables
 from workers import cli, runtime
 from workers.cli_errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, describe, redact_url
 from workers.ledger import TurnStatus
 from workers.services import free_port
-from workers.settings import Settings, unknown_variables
 
 MEMSYNC = Path(sys.executable).parent / "memsync"
 EVENT = (

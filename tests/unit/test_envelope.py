@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import pytest
 
+from memsync.settings import Settings
 from workers.envelope import TASK_NAMES, envelope_problem, is_task_queue, max_eta_seconds
-from workers.settings import Settings
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp()
 BOUND = 3300.0

@@ -16,11 +16,11 @@ import redis
 from kombu import Exchange, Queue
 from kombu.messaging import Producer
 
+from memsync.settings import SYNC_QUEUE, Settings
 from pipeline.errors import BrokerUnavailable, RetryableError
 from tests.unit.fakebroker import fake_channel
 from workers import heartbeat
 from workers.heartbeat import DeafnessWatch, Keeper
-from workers.settings import SYNC_QUEUE, Settings
 
 
 @pytest.fixture()

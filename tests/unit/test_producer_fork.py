@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from memsync.settings import Settings
 from tests.forking import fork, reap
 from workers import producer as producer_module
 from workers.producer import Producer
-from workers.settings import Settings
 from workers.spool import Spool
 
 

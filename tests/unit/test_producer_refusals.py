@@ -17,10 +17,10 @@ import redis
 from celery import Celery
 from kombu.exceptions import EncodeError
 
+from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable
 from workers.inflight import InFlight
 from workers.producer import Producer, refused_for_content
-from workers.settings import Settings
 
 OOM = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import fakeredis
 
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.ingest import TurnAccount
 from schemas.records import TrustDecision
 from workers.deadletter import DeadLetterStore
 from workers.inflight import SENT_AT_HEADER, InFlight
 from workers.ledger import Ledger
 from workers.reconcile import sweep
-from workers.settings import INGEST_QUEUE, SYNC_QUEUE
 
 
 def queued(client: fakeredis.FakeRedis, queue: str, sent_at: float | None) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from celery.exceptions import Reject
 
+from memsync.settings import Settings
 from pipeline.errors import GraphUnavailable, InvalidEvent
 from workers import runtime
 from workers.celeryconfig import celery_config, delivery_problems
 from workers.deadletter import identify, letter_id, letters_for
 from workers.replay import parse_duration
 from workers.services import free_port
-from workers.settings import Settings
 from workers.tasks import ingest
 
 

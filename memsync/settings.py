@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 INGEST_QUEUE = "memsync.ingest"
 SYNC_QUEUE = "memsync.sync"
+# Embedding and summary folding run on their own queues (and workers), never on the sync path.
+EMBED_QUEUE = "memsync.embed"
+FOLD_QUEUE = "memsync.fold"
 
 
 def _default_state_dir() -> Path:
@@ -80,6 +83,23 @@ class Settings(BaseSettings):
     trust_cache_size: int = Field(default=10_000, ge=1)
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
     neo4j_connect_timeout: float = Field(default=10.0, gt=0)
+
+    # Read side. `none` turns embeddings off: recall is then keyword-only.
+    embedder: Literal["wordllama", "none"] = "wordllama"
+    embed_batch: int = Field(default=256, ge=1, le=4096)
+    # Whether facts and commitments learnt in a direct message may surface in a group channel's
+    # context: `never` (the default), or `same_people` (only when everyone present was in the DM).
+    dm_memory_policy: Literal["never", "same_people"] = "never"
+    # Rolling summaries: unsummarised episodes past this many tokens fold their oldest half into
+    # the channel summary; every `summary_reanchor_every` folds it is rebuilt from raw episodes.
+    summarizer: Literal["extractive", "llm"] = "extractive"
+    summary_fold_tokens: int = Field(default=2000, ge=100)
+    summary_max_tokens: int = Field(default=600, ge=50)
+    summary_reanchor_every: int = Field(default=8, ge=1)
+    # HTTP API (`memsync serve`): loopback unless told; a bearer token is required off loopback.
+    serve_host: str = "127.0.0.1"
+    serve_port: int = Field(default=8077, ge=1, le=65535)
+    api_token: SecretStr | None = None
 
     # Producer spool: where events wait while the broker is away.
     spool_max_events: int = Field(default=100_000, ge=1)

@@ -1,0 +1,1 @@
+"""memsync's public API: what a platform imports, and nothing of the worker side."""
