@@ -11,6 +11,7 @@ from pipeline.graph.model import (
     FACT,
     KEYED_LABELS,
     PARTICIPANT,
+    SUMMARY,
 )
 
 # -- schema -------------------------------------------------------------------------------------
@@ -31,6 +32,15 @@ INDEXES: Final = (
     f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key)",
     f"CREATE INDEX closure_agent_owed_by IF NOT EXISTS "
     f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key)",
+    # Neighbouring messages of a recalled one: a channel's episodes in time order.
+    f"CREATE INDEX episode_channel_time IF NOT EXISTS "
+    f"FOR (n:{EPISODE}) ON (n.channel_key, n.created_at)",
+    # The embedding backlog: nodes written but not yet embedded.
+    *(
+        f"CREATE INDEX {label.lower()}_embed_pending IF NOT EXISTS "
+        f"FOR (n:{label}) ON (n.embed_pending)"
+        for label in (EPISODE, FACT, COMMITMENT, SUMMARY)
+    ),
 )
 
 SHOW_KEY_CONSTRAINTS: Final = (

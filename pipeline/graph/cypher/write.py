@@ -95,7 +95,8 @@ MATCH (c:{CHANNEL} {{key: row.channel_key}})
 MERGE (e:{EPISODE} {{key: row.key}})
 ON CREATE SET e.tenant = row.tenant, e.id = row.id, e.role = row.role, e.content = row.content,
               e.speaker_label = row.speaker_label, e.speaker_id = row.speaker_id,
-              e.fingerprint = row.fingerprint, e.created_at = row.created_at
+              e.fingerprint = row.fingerprint, e.created_at = row.created_at,
+              e.channel_key = row.channel_key, e.embed_pending = true
 WITH s, c, e, row,
      CASE WHEN e.fingerprint IS NULL
           THEN e.content = row.content AND EXISTS {{ MATCH (s)-[:{SAID}]->(e) }}
@@ -123,7 +124,7 @@ ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
 MERGE_FACTS: Final = f"""
 UNWIND $rows AS row
 MERGE (f:{FACT} {{key: row.key}})
-ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at
+ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at, f.embed_pending = true
 ON MATCH SET
   f.tenant = row.props.tenant,
   f.last_confirmed = CASE WHEN row.props.stated_at > f.last_confirmed
@@ -170,7 +171,7 @@ MERGE (f)-[:{SUPERSEDED_BY}]->(newer)
 MERGE_COMMITMENTS: Final = f"""
 UNWIND $rows AS row
 MERGE (c:{COMMITMENT} {{key: row.key}})
-ON CREATE SET c += row.props, c.status = 'open'
+ON CREATE SET c += row.props, c.status = 'open', c.embed_pending = true
 SET c.tenant = row.props.tenant
 WITH c, row
 MATCH (a:{AGENT} {{key: row.props.agent_key}})
