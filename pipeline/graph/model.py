@@ -33,4 +33,18 @@ TRUST_KINDS: Final = ("friend", "team", "connected")
 # Every node label whose `key` carries a uniqueness constraint.
 KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY)
 
+# Search indexes per label: full-text (Lucene, English analyser) and vector (cosine).
+FULLTEXT_INDEXES: Final = {
+    EPISODE: "episode_text",
+    FACT: "fact_text",
+    COMMITMENT: "commitment_text",
+    SUMMARY: "summary_text",
+}
+VECTOR_INDEXES: Final = {
+    EPISODE: "episode_embedding",
+    FACT: "fact_embedding",
+    COMMITMENT: "commitment_embedding",
+    SUMMARY: "summary_embedding",
+}
+
 GRAPH_MODEL_VERSION: Final = 1
