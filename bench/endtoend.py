@@ -17,15 +17,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.datasets import friends_raw_events, shared_data_dir
-from workers import services
+from workers import runtime, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 from workers.runtime import ledger as runtime_ledger
 
 AGENTS = [
@@ -82,6 +82,7 @@ def main() -> None:
         load = turns(tenant, args.turns, data)
         messages = sum(len(t["messages"]) for t in load)
         producer = Producer(settings)
+        runtime.configure(settings)  # the ledger below reads these settings, not the environment
         ledger: Ledger = runtime_ledger()
         start = time.perf_counter()
         for turn in load:

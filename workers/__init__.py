@@ -1,8 +1,9 @@
-"""Celery app, tasks, producer and CLI: the only code that knows the broker.
+"""Celery app, tasks, worker-side Redis state and CLI: everything that consumes the broker.
 
-A platform needs one import:  `from workers import emit_turn`.
+The platform side lives in memsync/ (`import memsync; memsync.emit_turn(event)`); the names
+below are re-exported so `from workers import emit_turn` keeps working.
 """
 
-from workers.producer import Producer, emit_turn
+from memsync.producer import Producer, emit_turn
 
 __all__ = ["Producer", "emit_turn"]

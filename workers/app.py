@@ -12,6 +12,7 @@ from celery import Celery
 
 from workers import runtime
 from workers.celeryconfig import celery_config
+from workers.embedding import EmbedStep
 from workers.heartbeat import HeartbeatStep
 from workers.reconcile import ReconcileStep
 
@@ -20,7 +21,8 @@ def _config() -> dict[str, Any]:
     return celery_config(runtime.settings())
 
 
-app = Celery("memsync", include=["workers.tasks", "workers.signals"])
+app = Celery("memsync", include=["workers.tasks", "workers.embedding", "workers.signals"])
 app.add_defaults(_config)
 app.steps["worker"].add(ReconcileStep)
 app.steps["worker"].add(HeartbeatStep)
+app.steps["worker"].add(EmbedStep)

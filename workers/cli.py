@@ -20,7 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
+from memsync.settings import EMBED_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
+from memsync.spool import Spool
 from pipeline.errors import InvalidEvent
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
@@ -39,12 +40,11 @@ from workers.ledger import TurnStatus
 from workers.progress import ProgressBar
 from workers.reconcile import send_ingest, sweep
 from workers.replay import parse_duration, replay
-from workers.spool import Spool
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from workers.producer import Producer
+    from memsync.producer import Producer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,7 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--concurrency", "-c", type=int, default=None)
     worker.add_argument("--loglevel", "-l", default="INFO")
-    worker.add_argument("--queues", "-Q", default=f"{INGEST_QUEUE},{SYNC_QUEUE}")
+    worker.add_argument(
+        "--queues",
+        "-Q",
+        default=f"{INGEST_QUEUE},{SYNC_QUEUE}",
+        help="comma-separated: ingest, sync, embed (or full queue names); default ingest,sync",
+    )
     worker.set_defaults(handler=_worker)
 
     emit = sub.add_parser("emit", help="emit turn events from a JSON Lines file")
@@ -156,13 +161,18 @@ def _add_dlq(sub: Any) -> None:
     dlq_purge.set_defaults(handler=_dlq_purge)
 
 
+# Short names `memsync worker --queues` accepts, e.g. `--queues embed` for an embed-only worker.
+_QUEUE_NAMES = {"ingest": INGEST_QUEUE, "sync": SYNC_QUEUE, "embed": EMBED_QUEUE}
+
+
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.app import app
 
     # Celery's default node name (celery@host) would be shared by two workers on one host,
     # which breaks `celery inspect` and remote control; the pid keeps ours apart.
     hostname = args.hostname or f"memsync-{os.getpid()}@%h"
-    argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel, "--hostname", hostname]
+    queues = ",".join(_QUEUE_NAMES.get(q.strip(), q.strip()) for q in args.queues.split(","))
+    argv = ["worker", "-Q", queues, "--loglevel", args.loglevel, "--hostname", hostname]
     argv += ["-c", str(args.concurrency or settings.worker_concurrency)]
     return run_celery(app, argv)
 
@@ -202,7 +212,7 @@ def read_events(path: Path) -> tuple[list[TurnEvent], list[str]]:
 
 
 def _emit(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.producer import Producer
+    from memsync.producer import Producer
 
     events, errors = read_events(args.file)
     if errors:
@@ -210,6 +220,7 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
             print(error, file=sys.stderr)
         print(f"memsync: {len(errors)} invalid event(s); nothing was sent", file=sys.stderr)
         return EXIT_USAGE
+    deadline = time.monotonic() + args.timeout
     producer = Producer(settings)
     try:
         statuses = _send(producer, events, args)
@@ -229,7 +240,35 @@ def _emit(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_FAILED
     if not args.wait:
         return EXIT_UNREACHABLE if note else 0
-    return _outcome(statuses)
+    code = _outcome(statuses)
+    if all(s.finished for s in statuses):
+        left = _wait_embedded(events, settings, deadline)
+        if left:
+            print(
+                f"memsync: {left} item(s) of these turns still wait for embeddings "
+                "(is an embed worker running? see `memsync stats`)",
+                file=sys.stderr,
+            )
+            code = EXIT_FAILED
+    return code
+
+
+def _wait_embedded(events: list[TurnEvent], settings: Settings, deadline: float) -> int:
+    """With embeddings on, poll until the turns' episodes (and the memories citing them) have
+    vectors, or the deadline; how many still wait."""
+    from pipeline.embedder import make_embedder
+    from pipeline.graph.embeddings import pending_for_episodes
+    from schemas.keys import episode_key
+
+    if make_embedder(settings) is None:
+        return 0
+    wanted = [episode_key(e.tenant, e.channel.id, m.id) for e in events for m in e.messages]
+    graph = runtime.graph()
+    while True:
+        left = pending_for_episodes(graph, wanted)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _send(
@@ -324,12 +363,29 @@ def _services(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stats(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.embedder import make_embedder
+    from pipeline.graph.embeddings import backlog
+
     counters: dict[str, Any] = runtime.ledger().stats()
+    # The embedding lag: nodes written but not yet embedded (recall is keyword-only for them).
+    embedder = make_embedder(settings)
+    counters["embed.model"] = embedder.model if embedder is not None else "none"
+    problem: Exception | None = None
+    if embedder is not None:
+        try:
+            for label, waiting in backlog(runtime.graph()).items():
+                counters[f"embed.backlog.{label}"] = waiting
+        except Exception as exc:  # the counters above are still worth printing
+            problem = exc
     if args.json:
         print(json.dumps(counters, indent=2, sort_keys=True))
     else:
         for name, value in counters.items():
             print(f"{name:<32} {value}")
+    if problem is not None:
+        code, line = describe(problem, settings)
+        print(f"memsync: embedding backlog unknown: {line}", file=sys.stderr)
+        return code
     return 0
 
 
@@ -396,7 +452,7 @@ def _dlq_purge(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _spool(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.producer import Producer
+    from memsync.producer import Producer
 
     if args.action == "flush":
         producer = Producer(settings)

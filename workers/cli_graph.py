@@ -10,12 +10,16 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from memsync.settings import Settings
+from pipeline.embedder import make_embedder
 from pipeline.graph import directory
+from pipeline.graph.embeddings import require_vector_indexes
 from pipeline.graph.model import TRUST_KINDS
-from pipeline.graph.reader import agent_commitments, agent_facts, recall
+from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.schema import init_schema
+from pipeline.graph.search import recall as search_memory
 from pipeline.graph.writer import verify_fact
 from schemas.event import Identifier, Tenant
+from schemas.recall import RecallItem, RecallQuery
 from workers import runtime
 from workers.cli_errors import EXIT_FAILED, EXIT_USAGE
 from workers.display import describe_memory
@@ -54,11 +58,16 @@ def add_graph_commands(sub: Any) -> None:
         handler=_graph_init
     )
 
-    rec = sub.add_parser("recall", help="what an agent remembers")
+    rec = sub.add_parser("recall", help="what an agent remembers (search with --query)")
     rec.add_argument("--agent", required=True, help="agent participant id")
     rec.add_argument("--tenant", default="default")
-    rec.add_argument("--channel", default=None, help="only this channel id")
-    rec.add_argument("--limit", type=int, default=50)
+    rec.add_argument("--channel", default=None, help="recall for this channel id (its scope)")
+    rec.add_argument("--about", default=None, help="only memory about this participant id")
+    rec.add_argument("--query", default=None, help="words or a question; without it, recent")
+    rec.add_argument(
+        "--limit", type=int, default=None, help="budget in messages (default 10; 50 without query)"
+    )
+    rec.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
     rec.add_argument("--json", action="store_true")
     rec.set_defaults(handler=_recall)
 
@@ -104,25 +113,67 @@ def _add_facts(sub: Any) -> None:
 
 
 def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
-    statements = init_schema(runtime.graph())
+    embedder = make_embedder(settings)
+    dimensions = embedder.dimensions if embedder is not None else None
+    statements = init_schema(runtime.graph(), vector_dimensions=dimensions)
     print(f"graph schema ready ({len(statements)} constraints and indexes ensured)")
+    if embedder is not None:
+        # An index left from another model is not replaced by IF NOT EXISTS: say so now.
+        require_vector_indexes(runtime.graph(), embedder.dimensions)
+        print(f"vector indexes: {embedder.dimensions} dimensions ({embedder.model})")
     return 0
 
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
-    problem = checked_ids(args, "agent", "channel")
+    problem = checked_ids(args, "agent", "channel", "about")
     if problem:
         return _refuse(problem)
-    episodes = recall(runtime.graph(), args.tenant, args.agent, args.channel, args.limit)
+    searching = bool(args.query and args.query.strip())
+    try:
+        query = RecallQuery(
+            tenant=args.tenant,
+            agent_id=args.agent,
+            channel_id=args.channel,
+            about=args.about,
+            query=args.query,
+            limit=args.limit if args.limit is not None else (10 if searching else 50),
+            mode=args.mode,
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
+    embedder = make_embedder(settings) if searching and args.mode != "keyword" else None
+    items = search_memory(
+        runtime.graph(), query, embedder=embedder, dm_policy=settings.dm_memory_policy
+    )
+    if not searching:
+        # Without a query this is the recent transcript: oldest first, each item also under
+        # its earlier name `content`, for scripts written against the plain listing.
+        items.reverse()
     if args.json:
-        print(json.dumps([e.model_dump(mode="json") for e in episodes], indent=2))
+        shown = [i.model_dump(mode="json") for i in items]
+        if not searching:
+            shown = [{**row, "content": row["text"]} for row in shown]
+        print(json.dumps(shown, indent=2))
         return 0
-    for e in episodes:
-        when = e.created_at.strftime("%Y-%m-%d %H:%M")
-        print(f"[{when}] #{e.channel_title or e.channel_id} {e.speaker_label}: {e.content}")
-    if not episodes:
-        print(f"{args.agent} remembers nothing yet")
+    for item in items:
+        print(_describe_recalled(item, searching))
+    if not items:
+        print(f"{args.agent} remembers nothing yet" if not searching else "nothing found")
     return 0
+
+
+def _describe_recalled(item: RecallItem, searching: bool) -> str:
+    """One recalled item as a line (a window's messages on the lines below it)."""
+    when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "-"
+    where = f"#{item.channel_id}" if item.channel_id else ""
+    if item.kind == "episode" and "\n" not in item.text:
+        head = f"[{when}] {where} {item.speaker_label}: {item.text}"
+    else:
+        head = f"[{when}] {where} {item.kind}: {item.text}"
+    if not searching:
+        return head
+    return f"{item.score:.4f} {head}  (evidence: {', '.join(item.evidence) or '-'})"
 
 
 def _facts(args: argparse.Namespace, settings: Settings) -> int:

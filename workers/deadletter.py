@@ -1,7 +1,7 @@
 """The dead-letter store: work that failed for good, kept in Redis with its reason until replayed.
 
 Entries live in a hash (id -> JSON) with a sorted set by last failure time (keys in
-workers/keys.py). An entry's id is derived from its idempotency key (tenant, event, agent,
+memsync/keys.py). An entry's id is derived from its idempotency key (tenant, event, agent,
 stage), so the same work failing again updates one entry instead of piling up copies.
 
 The store is bounded: at most `max_entries` entries (the oldest last failures are evicted,
@@ -26,9 +26,9 @@ from typing import Any, cast
 import redis
 from pydantic import BaseModel, ConfigDict
 
+from memsync import keys
 from pipeline.errors import DeadLetterUnavailable
 from schemas.keys import compose_key
-from workers import keys
 from workers.redisfaults import redis_errors
 
 log = logging.getLogger("memsync.deadletter")

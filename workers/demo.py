@@ -8,6 +8,7 @@ import tempfile
 from importlib.resources import files
 from pathlib import Path
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, recall
@@ -16,7 +17,6 @@ from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from workers import runtime, services
 from workers.display import describe_memory
-from workers.producer import Producer
 
 REASONS = {
     "tool_message": "tool output never becomes memory",

@@ -15,7 +15,7 @@ made to reconnect through Celery's own connection-loss path.
 
 The transport pops with an atomic move into per-holder staging lists (workers/transport.py), so
 a message is always in its queue, a holder's staging list or `unacked`; the sweep gives a dead
-holder's staging lists back to their queues too. Keys: workers/keys.py (`worker_*`, `HOLDERS`).
+holder's staging lists back to their queues too. Keys: memsync/keys.py (`worker_*`, `HOLDERS`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from typing import Any
 import redis
 from celery import bootsteps
 
+from memsync import keys
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, ConfigurationError, RetryableError
-from workers import forkgate, keys
+from workers import forkgate
 
 log = logging.getLogger("memsync.heartbeat")
 

@@ -1,10 +1,7 @@
-"""Turns handed to the broker but not yet settled, kept so a lost message can be sent again.
+"""The worker side of the in-flight record (memsync/inflight.py): the reconciler's reads.
 
-Kombu's Redis transport pops a message (BRPOP) before it records it as unacknowledged; a broker
-restart between the two loses it. The producer therefore records each turn here before
-publishing, the tasks remove it once the turn is settled (every trusted agent's memory written,
-or the turn rejected or dead-lettered), and the reconciler re-sends what stays too long.
-Members of both keys are `keys.turn_ref(tenant, event_id)`.
+Every method raises Redis connection trouble as the retryable BrokerUnavailable, so a task that
+touches the record retries rather than fails.
 """
 
 from __future__ import annotations
@@ -14,55 +11,24 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-import redis
-
-from workers import keys
+from memsync import inflight as platform_inflight
+from memsync import keys
 from workers.redisfaults import redis_errors
 
-# Kept for callers that imported the hash's name from here before workers/keys.py existed.
+# Kept for callers that imported the hash's name from here before the key layouts had a module.
 PAYLOADS_KEY = keys.INFLIGHT_PAYLOADS
 
 
-def untrack_in(pipe: Any, turn_refs: Sequence[str]) -> None:
-    """Queue the removal of settled turns on a pipeline the caller executes."""
-    if turn_refs:
-        pipe.hdel(keys.INFLIGHT_PAYLOADS, *turn_refs)
-        pipe.zrem(keys.INFLIGHT_SINCE, *turn_refs)
-
-
-# Every memsync task message carries the time it was published, so the reconciler can tell a
-# turn still queued behind a backlog from one the broker lost.
-SENT_AT_HEADER = "memsync_sent_at"
-
-
-def sent_now() -> dict[str, str]:
-    """Headers for a task message published now (text: header values travel as strings)."""
-    return {SENT_AT_HEADER: f"{time.time():.6f}"}
-
-
-class InFlight:
-    """A hash of turn payloads and a sorted set of when each was last (re)sent."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+class InFlight(platform_inflight.InFlight):
+    """The producer's in-flight record, with the reads the reconciler and the CLI need."""
 
     @redis_errors
     def track(self, payloads: Sequence[Mapping[str, Any]]) -> None:
-        now = time.time()
-        pipe = self.client.pipeline(transaction=True)
-        for payload in payloads:
-            ref = keys.turn_ref(str(payload.get("tenant", "default")), str(payload["event_id"]))
-            pipe.hset(keys.INFLIGHT_PAYLOADS, ref, json.dumps(payload, separators=(",", ":")))
-            pipe.zadd(keys.INFLIGHT_SINCE, {ref: now})
-        pipe.execute()
+        super().track(payloads)
 
     @redis_errors
     def untrack(self, turn_refs: Iterable[str]) -> None:
-        refs = list(turn_refs)
-        if refs:
-            pipe = self.client.pipeline(transaction=True)
-            untrack_in(pipe, refs)
-            pipe.execute()
+        super().untrack(turn_refs)
 
     @redis_errors
     def due_raw(self, older_than: float, limit: int = 500) -> list[tuple[str, bytes, float]]:

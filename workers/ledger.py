@@ -10,11 +10,12 @@ from typing import Any, cast
 
 import redis
 
+from memsync import keys
+from memsync.inflight import untrack_in
 from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
-from workers import keys
-from workers.inflight import InFlight, untrack_in
+from workers.inflight import InFlight
 from workers.redisfaults import redis_errors
 
 log = logging.getLogger("memsync.ledger")

@@ -19,11 +19,14 @@ from typing import Any, cast
 import redis
 from celery import bootsteps
 
+from memsync import keys
+from memsync.inflight import SENT_AT_HEADER
+from memsync.message import publish_ingest
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import PoisonPayload
-from workers import forkgate, keys
+from workers import forkgate
 from workers.deadletter import DeadLetterStore, unreadable_letters
-from workers.inflight import SENT_AT_HEADER, InFlight, sent_now
+from workers.inflight import InFlight
 from workers.ledger import Ledger, TurnStatus
 
 log = logging.getLogger("memsync.reconcile")
@@ -246,6 +249,14 @@ class ReconcileStep(bootsteps.StartStopStep):
 
 
 def send_ingest(payload: list[dict[str, Any]]) -> None:
+    """Send turns again as one ingest task: the producer's own message (memsync/message.py),
+    through the worker's producer pool, with Celery's publish retry policy."""
     from workers.app import app
 
-    app.send_task("memsync.ingest", args=(payload,), queue=INGEST_QUEUE, headers=sent_now())
+    with app.producer_or_acquire() as producer:
+        publish_ingest(
+            producer,
+            payload,
+            retry=bool(app.conf.task_publish_retry),
+            retry_policy=app.conf.task_publish_retry_policy,
+        )

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,11 +229,13 @@ def start_worker(
     concurrency: int = 2,
     name: str = "memsync",
     detach: bool = False,
+    queues: Sequence[str] = (INGEST_QUEUE, SYNC_QUEUE),
 ) -> Service:
-    """Start a real `celery worker` process on both memsync queues and wait until it is ready."""
+    """Start a real `celery worker` process on these queues (by default ingest and sync) and
+    wait until it is ready."""
     args = [
         sys.executable, "-m", "celery", "-A", "workers.app", "worker",
-        "-Q", f"{INGEST_QUEUE},{SYNC_QUEUE}", "-c", str(concurrency), "-n", f"{name}@%h",
+        "-Q", ",".join(queues), "-c", str(concurrency), "-n", f"{name}@%h",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle",
     ]  # fmt: skip
     log_path.parent.mkdir(parents=True, exist_ok=True)

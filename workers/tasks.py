@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memsync.inflight import sent_now
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import PoisonPayload, RetryableError
 from pipeline.fanout import group_by_agent
@@ -21,7 +22,7 @@ from schemas.records import SyncJob
 from workers import runtime
 from workers.app import app
 from workers.deadletter import DeadLetter
-from workers.inflight import sent_now
+from workers.embedding import kick_quietly
 from workers.isolation import bisect
 from workers.retrying import briefly
 from workers.taskbase import MemsyncTask
@@ -167,6 +168,8 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         counts["sync.isolated_failures"] += len(outcome.failed)
     briefly(ledger.count, dict(counts))
     briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
+    if written:
+        kick_quietly()  # new episodes and memories wait for vectors (workers/embedding.py)
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
 

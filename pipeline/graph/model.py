@@ -26,6 +26,8 @@ OWED_TO: Final = "OWED_TO"
 CLOSED_BY: Final = "CLOSED_BY"
 TRUSTS: Final = "TRUSTS"
 OWNED_BY: Final = "OWNED_BY"
+SUMMARISED: Final = "SUMMARISED"
+OF: Final = "OF"
 
 # The ways one participant may trust another (the `as` property of TRUSTS).
 TRUST_KINDS: Final = ("friend", "team", "connected")

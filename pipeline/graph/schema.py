@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pipeline.errors import ConfigurationError
 from pipeline.graph import cypher
+from pipeline.graph.cypher import embed as embed_cypher
 from pipeline.graph.model import KEYED_LABELS
 from pipeline.graph.store import GraphStore
 
 
-def init_schema(graph: GraphStore) -> list[str]:
-    """Create every constraint and index that is missing; returns the statements run."""
+def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list[str]:
+    """Create every constraint and index that is missing; returns the statements run.
+
+    With `vector_dimensions` (the embedder's), the vector indexes too; None leaves them out.
+    """
     statements = [*cypher.CONSTRAINTS, *cypher.INDEXES]
+    if vector_dimensions is not None:
+        statements += embed_cypher.vector_index_statements(vector_dimensions)
     with graph.session() as session:
         for statement in statements:
             # Schema changes cannot share a transaction with each other in Neo4j.

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.chaos.stream import turn
-from workers.producer import Producer
 
 CHECKPOINT = "checkpoint"
 EMITTED = "emitted.log"

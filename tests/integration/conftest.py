@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from memsync.settings import Settings
+from memsync.producer import Producer
+from memsync.settings import EMBED_QUEUE, Settings
+from pipeline.embedder import make_embedder
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.integration.report import FAULT_REPORT
 from workers import runtime, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -84,7 +85,8 @@ def graph(settings: Settings) -> Iterator[GraphStore]:
         settings.neo4j_password_value,
         settings.neo4j_database,
     )
-    init_schema(store)
+    embedder = make_embedder(settings)
+    init_schema(store, vector_dimensions=embedder.dimensions if embedder else None)
     yield store
     store.close()
 
@@ -101,10 +103,28 @@ def ledger(settings: Settings) -> Ledger:
 
 
 @pytest.fixture(scope="session")
-def worker(
+def embed_worker(
     settings: Settings, graph: GraphStore, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[services.Service]:
-    """One real `celery worker` (prefork, 2 processes) shared by the session's tests."""
+    """One real `celery worker` on the embed queue alone (one process), beside `worker`."""
+    log = tmp_path_factory.mktemp("embed-worker") / "worker.log"
+    process = services.start_worker(
+        worker_env(settings), log, name="memsync-test-embed", queues=[EMBED_QUEUE], concurrency=1
+    )
+    yield process
+    process.stop()
+    assert process.process.returncode == 0, process.log_tail(50)
+
+
+@pytest.fixture(scope="session")
+def worker(
+    settings: Settings,
+    graph: GraphStore,
+    embed_worker: services.Service,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[services.Service]:
+    """One real `celery worker` (prefork, 2 processes) shared by the session's tests, with an
+    embed worker beside it, so the suite runs with embeddings on."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     process = services.start_worker(worker_env(settings), log, name="memsync-test")
     yield process

@@ -10,14 +10,15 @@ from typing import Any, cast
 import pytest
 import redis
 
+from memsync import keys
+from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.integration.test_operations import cli, wait_for
 from tests.integration.test_spine import dm_turn
-from workers import keys, services
+from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.inflight import InFlight
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

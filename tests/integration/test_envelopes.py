@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
 from workers import services
 from workers.app import app
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

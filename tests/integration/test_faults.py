@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import InvalidEvent
 from tests.integration.cluster import Cluster
@@ -26,7 +27,6 @@ from tests.integration.report import report_fault, send_task
 from workers.deadletter import DeadLetter, DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 # Each test waits on conditions with their own deadlines; the module's budget covers the slowest
 # chain of them (Neo4j restarts included) on a busy machine.

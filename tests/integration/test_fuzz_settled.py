@@ -7,13 +7,13 @@ import json
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.fuzzing import accepted_sample
 from tests.integration.report import report_fault
 from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from memsync.producer import Producer
 from pipeline.extract import RulesExtractor
 from pipeline.graph.directory import grant_trust, own_agent, owners_of
 from pipeline.graph.reader import agent_facts, recall, tenant_episodes
@@ -21,7 +22,6 @@ from schemas.keys import episode_key, participant_key
 from tests.integration.test_spine import DEVON, TRAVEL, emit_and_wait, event, msg
 from workers import services
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.reader import agent_facts, tenant_counts
 from pipeline.graph.store import GraphStore
@@ -24,7 +25,6 @@ from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

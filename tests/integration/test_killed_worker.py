@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
@@ -27,7 +28,6 @@ from tests.integration.report import report_fault
 from workers import heartbeat, services
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

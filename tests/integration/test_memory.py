@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
 from pipeline.graph.directory import grant_trust
@@ -26,7 +27,6 @@ from tests.integration.test_spine import DEVON, PRIYA, SARAH, emit_and_wait, eve
 from tests.integration.test_spine import TRAVEL as SPINE_TRAVEL
 from workers import services
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

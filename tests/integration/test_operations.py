@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.store import GraphStore
@@ -22,7 +23,6 @@ from workers.deadletter import DeadLetterStore, letters_for
 from workers.demo import worker_env
 from workers.inflight import PAYLOADS_KEY, InFlight
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

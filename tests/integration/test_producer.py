@@ -14,11 +14,12 @@ from typing import Any, cast
 import pytest
 import redis
 
+from memsync import keys
+from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
-from workers import keys, services
+from workers import services
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 
@@ -110,7 +111,7 @@ def test_an_event_redis_refuses_for_its_size_is_set_aside_and_blocks_nothing(
 FORKING_PLATFORM = """
 import os, sys
 from tests.integration.test_producer import turn
-from workers.producer import default_producer, emit_turn
+from memsync.producer import default_producer, emit_turn
 
 tenant, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for i in range(n):

@@ -18,12 +18,12 @@ import redis
 from kombu import Connection, Exchange, Queue
 from kombu.messaging import Producer as KombuProducer
 
+from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
 from workers import heartbeat, popcycle, runtime, services, transport
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

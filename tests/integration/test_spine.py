@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 
+from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
 from pipeline.errors import InvalidEvent
 from pipeline.graph.directory import grant_trust
@@ -24,7 +25,6 @@ from workers import services
 from workers.deadletter import DeadLetterStore
 from workers.demo import worker_env
 from workers.ledger import Ledger
-from workers.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -16,12 +16,13 @@ import pytest
 import redis
 from celery import Celery
 
+from memsync import keys
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, DeadLetterUnavailable, RetryableError
 from pipeline.ingest import TurnAccount
 from schemas.records import ChannelRef, Speaker, SyncJob, TrustDecision
-from workers import keys, runtime
 from workers import ledger as ledger_module
+from workers import runtime
 from workers.deadletter import DeadLetter, DeadLetterStore, letters_for
 from workers.inflight import InFlight
 from workers.ledger import Ledger

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
+from memsync import producer as producer_module
+from memsync.producer import Producer
 from memsync.settings import Settings
+from memsync.spool import Spool
 from tests.forking import fork, reap
-from workers import producer as producer_module
-from workers.producer import Producer
-from workers.spool import Spool
 
 
 def turn(n: int) -> dict[str, Any]:
@@ -49,7 +48,7 @@ class Gate:
 @pytest.fixture()
 def gated(tmp_path: Path) -> Iterator[tuple[Producer, Gate]]:
     settings = Settings(spool_dir=tmp_path / "spool", producer_batch=2, broker_url="redis://x")
-    p = Producer(settings, app=Celery("unit"))
+    p = Producer(settings)
     gate = Gate(tmp_path / "published.jsonl")
     p._publish = gate  # type: ignore[method-assign]
     yield p, gate
@@ -106,7 +105,7 @@ def test_child_starts_empty_with_its_own_thread_and_connections(
 
 def test_child_producer_spools_into_a_connection_of_its_own(tmp_path: Path) -> None:
     settings = Settings(spool_dir=tmp_path / "spool", broker_url="redis://x")
-    producer = Producer(settings, app=Celery("unit"))
+    producer = Producer(settings)
 
     def away(batch: list[dict[str, Any]]) -> None:
         raise ConnectionError("broker away")

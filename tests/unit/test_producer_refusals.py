@@ -14,13 +14,12 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
-from celery import Celery
 from kombu.exceptions import EncodeError
 
+from memsync.producer import Producer, refused_for_content
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable
 from workers.inflight import InFlight
-from workers.producer import Producer, refused_for_content
 
 OOM = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
 
@@ -70,7 +69,7 @@ class Broker:
 @pytest.fixture()
 def made(tmp_path: Path) -> Iterator[tuple[Producer, Broker]]:
     settings = Settings(spool_dir=tmp_path / "spool", producer_batch=8, broker_url="redis://x")
-    producer = Producer(settings, app=Celery("unit"))
+    producer = Producer(settings)
     broker = Broker()
     tracker = InFlight(fakeredis.FakeRedis())
     producer._publish = broker.publish  # type: ignore[method-assign]

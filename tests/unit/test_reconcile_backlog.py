@@ -8,11 +8,12 @@ from typing import Any
 
 import fakeredis
 
+from memsync.inflight import SENT_AT_HEADER
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.ingest import TurnAccount
 from schemas.records import TrustDecision
 from workers.deadletter import DeadLetterStore
-from workers.inflight import SENT_AT_HEADER, InFlight
+from workers.inflight import InFlight
 from workers.ledger import Ledger
 from workers.reconcile import sweep
 

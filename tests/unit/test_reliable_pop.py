@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from kombu import Exchange, Queue
 
+from memsync import keys
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from tests.unit.fakebroker import fake_channel
-from workers import heartbeat, keys
+from workers import heartbeat
 from workers.popcycle import PendingMove, PopCycle, scan_keys
 
 SEP = "\x06\x16"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from memsync.spool import Spool
 from pipeline.errors import RetryableError, SpoolFull
-from workers.spool import Spool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -266,7 +266,7 @@ def test_events_appended_by_another_process_are_seen(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from workers.spool import Spool\n"
+        "from memsync.spool import Spool\n"
         "s = Spool(Path(sys.argv[1]))\n"
         "s.append([{'n': i} for i in range(int(sys.argv[2]))])\n"
         "s.close()\n"

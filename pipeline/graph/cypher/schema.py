@@ -9,6 +9,7 @@ from pipeline.graph.model import (
     COMMITMENT,
     EPISODE,
     FACT,
+    FULLTEXT_INDEXES,
     KEYED_LABELS,
     PARTICIPANT,
     SUMMARY,
@@ -41,6 +42,22 @@ INDEXES: Final = (
         f"FOR (n:{label}) ON (n.embed_pending)"
         for label in (EPISODE, FACT, COMMITMENT, SUMMARY)
     ),
+    # Recall by keyword: English analysis (stemming, stop words), so "seat preference" finds
+    # "I prefer an aisle seat"; an episode is found by its speaker's label too.
+    *(
+        f"CREATE FULLTEXT INDEX {FULLTEXT_INDEXES[label]} IF NOT EXISTS FOR (n:{label}) "
+        f"ON EACH [{', '.join(f'n.{p}' for p in properties)}] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
+        for label, properties in (
+            (EPISODE, ("content", "speaker_label")),
+            (FACT, ("text",)),
+            (COMMITMENT, ("text",)),
+            (SUMMARY, ("text",)),
+        )
+    ),
+    # The current rolling summary of (agent, channel) in one seek (pipeline/graph/summaries.py).
+    f"CREATE INDEX summary_agent_channel_current IF NOT EXISTS "
+    f"FOR (n:{SUMMARY}) ON (n.agent_key, n.channel_key, n.current)",
 )
 
 SHOW_KEY_CONSTRAINTS: Final = (

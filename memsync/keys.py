@@ -1,5 +1,8 @@
 """Every Redis key memsync keeps beside the queues, built in one place so none can collide.
 
+It lives on the platform side because the producer writes the in-flight keys too; it is pure
+(no I/O, nothing of the worker side), so workers/ import it from here.
+
 A key is "memsync" followed by components joined by ':'. A component that carries outside
 input (a tenant, an event id) goes through `escape` first, which percent-encodes everything but
 letters, digits and "-_.~@": it can never contain ':' or '/', so a key always splits back into
@@ -29,9 +32,15 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:worker:{h}:held        | set        | delivery tags the holder holds unacked         |
 | memsync:worker:{h}:staging     | hash       | staging list key -> the queue key it pops from |
 | memsync:worker:{h}:staging:{q} | list       | items moved from queue q, not yet in unacked   |
+| memsync:embed:kick             | string     | an embed task was sent lately (expires)        |
+| memsync:embed:lock             | string     | the embed task draining the backlog (expires)  |
+| memsync:embed:workers          | string     | an embed worker runs; expires unless renewed   |
+| memsync:fold:lock:{a}:{c}      | string     | the fold of agent a's summary of channel c     |
+| memsync:fold:check:{a}:{c}     | string     | a fold check was sent lately (expires)         |
 
 `turn_ref` is `escape(tenant) + "/" + escape(event_id)`; plain ids read as "acme/evt-7f3a".
 `{h}` is `escape(holder id)` (workers/heartbeat.py), `{q}` is `escape(queue list key)`.
+`{a}` and `{c}` are `escape(agent graph key)` and `escape(channel graph key)` (tenant-qualified).
 """
 
 from __future__ import annotations
@@ -80,7 +89,7 @@ def turn_dead(tenant: str, event_id: str) -> str:
 STATS = _key("stats")
 AUDIT = _key("audit")
 
-# Turns sent but not yet settled (workers/inflight.py), members are `turn_ref`s.
+# Turns sent but not yet settled (memsync/inflight.py), members are `turn_ref`s.
 
 INFLIGHT_PAYLOADS = _key("inflight")
 INFLIGHT_SINCE = _key("inflight", "since")
@@ -121,6 +130,14 @@ def worker_staging(holder: str, queue_key: str) -> str:
     return _key("worker", escape(holder), "staging", escape(queue_key))
 
 
+# The embedding backlog (workers/embedding.py): kicks are deduplicated, one task drains at a
+# time, and kicks are only sent while some worker consumes the embed queue.
+
+EMBED_KICK = _key("embed", "kick")
+EMBED_LOCK = _key("embed", "lock")
+EMBED_WORKERS = _key("embed", "workers")
+
+
 FIXED_KEYS = (
     STATS,
     AUDIT,
@@ -131,4 +148,21 @@ FIXED_KEYS = (
     RECONCILE_LOCK,
     HOLDERS,
     HOLDER_SWEEP_LOCK,
+    EMBED_KICK,
+    EMBED_LOCK,
+    EMBED_WORKERS,
 )
+
+
+# Rolling summaries (workers/folding.py): one fold per (agent, channel) at a time, and fold
+# checks sent at most every few seconds per pair. Graph keys are tenant-qualified already.
+
+
+def fold_lock(agent_key: str, channel_key: str) -> str:
+    """String: the token of the fold running for this (agent, channel); expires by itself."""
+    return _key("fold", "lock", escape(agent_key), escape(channel_key))
+
+
+def fold_check(agent_key: str, channel_key: str) -> str:
+    """String: a fold check for this (agent, channel) was sent lately; expires by itself."""
+    return _key("fold", "check", escape(agent_key), escape(channel_key))

@@ -1,4 +1,8 @@
-"""The platform side: `emit_turn(event)` validates, buffers and returns without network I/O."""
+"""The platform side: `emit_turn(event)` validates, buffers and returns without network I/O.
+
+It runs inside the platform's process and imports nothing of the worker side (no Celery, no
+extraction): task messages are written with kombu alone (memsync/message.py).
+"""
 
 from __future__ import annotations
 
@@ -14,17 +18,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis
-from celery import Celery
 from kombu import Connection
+from kombu import Producer as KombuProducer
 from kombu.exceptions import ContentDisallowed, EncodeError
 
-from memsync.settings import INGEST_QUEUE, Settings
+from memsync import keys
+from memsync.inflight import InFlight
+from memsync.message import publish_ingest
+from memsync.settings import Settings
+from memsync.spool import Spool, SpoolStatus
 from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
-from workers import keys
-from workers.inflight import InFlight, sent_now
-from workers.spool import Spool, SpoolStatus
 
 log = logging.getLogger("memsync.producer")
 
@@ -71,14 +76,7 @@ class Producer:
     the parent's), with its own publisher thread, locks and connections.
     """
 
-    def __init__(self, settings: Settings, app: Celery | None = None) -> None:
-        if app is None:
-            from workers import runtime
-            from workers.app import app as default_app
-
-            runtime.configure(settings)
-            app = default_app
-        self.app = app
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.spool = Spool(
             settings.spool_dir,
@@ -312,14 +310,7 @@ class Producer:
                 # Recorded before it is sent, so a message the broker loses is sent again.
                 self._inflight().track(batch)
                 connection = self._connect()
-                self.app.send_task(
-                    "memsync.ingest",
-                    args=(batch,),
-                    queue=INGEST_QUEUE,
-                    producer=self.app.amqp.Producer(connection, auto_declare=False),
-                    retry=False,
-                    headers=sent_now(),
-                )
+                publish_ingest(KombuProducer(connection, auto_declare=False), batch)
             except Exception:
                 self._reset_connection()
                 raise
@@ -338,8 +329,8 @@ class Producer:
     def _connect(self) -> Connection:
         if self._connection is None:
             bound = self.settings.publish_timeout
-            self._connection = self.app.connection_for_write(
-                url=self.settings.broker_url,
+            self._connection = Connection(
+                self.settings.broker_url,
                 connect_timeout=bound,
                 transport_options={"socket_timeout": bound, "socket_connect_timeout": bound},
             )

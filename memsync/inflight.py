@@ -1,0 +1,67 @@
+"""Turns handed to the broker but not yet settled, kept so a lost message can be sent again.
+
+Kombu's Redis transport pops a message (BRPOP) before it records it as unacknowledged; a broker
+restart between the two loses it. The producer therefore records each turn here before
+publishing, the tasks remove it once the turn is settled (every trusted agent's memory written,
+or the turn rejected or dead-lettered), and the reconciler re-sends what stays too long.
+Members of both keys are `keys.turn_ref(tenant, event_id)`.
+
+This module holds the part the producer needs (recording and forgetting, the sent-at header);
+the worker side's reads (due, touch, count) extend it in workers/inflight.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import redis
+
+from memsync import keys
+
+# Every memsync task message carries the time it was published, so the reconciler can tell a
+# turn still queued behind a backlog from one the broker lost.
+SENT_AT_HEADER = "memsync_sent_at"
+
+
+def sent_now() -> dict[str, str]:
+    """Headers for a task message published now (text: header values travel as strings)."""
+    return {SENT_AT_HEADER: f"{time.time():.6f}"}
+
+
+def untrack_in(pipe: Any, turn_refs: Sequence[str]) -> None:
+    """Queue the removal of settled turns on a pipeline the caller executes."""
+    if turn_refs:
+        pipe.hdel(keys.INFLIGHT_PAYLOADS, *turn_refs)
+        pipe.zrem(keys.INFLIGHT_SINCE, *turn_refs)
+
+
+class InFlight:
+    """A hash of turn payloads and a sorted set of when each was last (re)sent.
+
+    Redis errors pass through as redis-py raises them; workers/inflight.py turns connection
+    trouble into the retryable BrokerUnavailable for the worker side.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def track(self, payloads: Sequence[Mapping[str, Any]]) -> None:
+        """Record turns as sent now, before their message is published."""
+        now = time.time()
+        pipe = self.client.pipeline(transaction=True)
+        for payload in payloads:
+            ref = keys.turn_ref(str(payload.get("tenant", "default")), str(payload["event_id"]))
+            pipe.hset(keys.INFLIGHT_PAYLOADS, ref, json.dumps(payload, separators=(",", ":")))
+            pipe.zadd(keys.INFLIGHT_SINCE, {ref: now})
+        pipe.execute()
+
+    def untrack(self, turn_refs: Iterable[str]) -> None:
+        """Forget turns that are settled (or were never sent)."""
+        refs = list(turn_refs)
+        if refs:
+            pipe = self.client.pipeline(transaction=True)
+            untrack_in(pipe, refs)
+            pipe.execute()

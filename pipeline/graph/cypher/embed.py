@@ -1,0 +1,87 @@
+"""Embedding statements: vector indexes, the backlog (nodes marked embed_pending) and the store."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.graph.model import COMMITMENT, EPISODE, EVIDENCE, FACT, SUMMARY, VECTOR_INDEXES
+
+# Labels whose nodes are embedded, in the order a backlog is drained (episodes first: recall
+# reads them most).
+EMBEDDED_LABELS: Final = (EPISODE, FACT, COMMITMENT, SUMMARY)
+
+
+def vector_index_statements(dimensions: int) -> list[str]:
+    """CREATE VECTOR INDEX for every embedded label, cosine, at the embedder's dimension count.
+
+    The count is written into the statement (index options cannot be parameters), so it must be
+    a positive integer and nothing else.
+    """
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
+        raise ValueError(f"vector dimensions must be a positive integer, got {dimensions!r}")
+    return [
+        f"CREATE VECTOR INDEX {name} IF NOT EXISTS FOR (n:{label}) ON n.embedding "
+        f"OPTIONS {{indexConfig: {{`vector.dimensions`: {dimensions}, "
+        f"`vector.similarity_function`: 'cosine'}}}}"
+        for label, name in VECTOR_INDEXES.items()
+    ]
+
+
+# Existing vector indexes, with their dimension counts, to check against the embedder's.
+SHOW_VECTOR_INDEXES: Final = (
+    "SHOW VECTOR INDEXES YIELD name, options "
+    "RETURN name, options.indexConfig['vector.dimensions'] AS dimensions"
+)
+
+
+def _pending(label: str, text: str, speaker: str) -> str:
+    return (
+        f"MATCH (n:{label}) WHERE n.embed_pending = true "
+        f"RETURN n.key AS key, {text} AS text, {speaker} AS speaker_label LIMIT $limit"
+    )
+
+
+# Up to $limit nodes of one label still waiting for a vector, with what to embed: an episode's
+# content and speaker label (the caller composes the labelled text), other nodes' text.
+PENDING: Final = {
+    EPISODE: _pending(EPISODE, "coalesce(n.content, '')", "n.speaker_label"),
+    FACT: _pending(FACT, "coalesce(n.text, '')", "null"),
+    COMMITMENT: _pending(COMMITMENT, "coalesce(n.text, '')", "null"),
+    SUMMARY: _pending(SUMMARY, "coalesce(n.text, '')", "null"),
+}
+
+
+def _store(label: str, text: str, speaker: str) -> str:
+    # A node whose text changed since it was read keeps embed_pending (and its old vector, if
+    # any) so the next pass embeds the new text; only matching rows are marked done.
+    return f"""
+UNWIND $rows AS row
+MATCH (n:{label} {{key: row.key}})
+WHERE n.embed_pending = true AND {text} = row.text
+  AND coalesce({speaker}, '') = coalesce(row.speaker_label, '')
+SET n.embedding = row.embedding, n.embedded_with = $model
+REMOVE n.embed_pending
+RETURN count(n) AS stored
+"""
+
+
+STORE: Final = {
+    EPISODE: _store(EPISODE, "coalesce(n.content, '')", "n.speaker_label"),
+    FACT: _store(FACT, "coalesce(n.text, '')", "null"),
+    COMMITMENT: _store(COMMITMENT, "coalesce(n.text, '')", "null"),
+    SUMMARY: _store(SUMMARY, "coalesce(n.text, '')", "null"),
+}
+
+# How many nodes of each label wait for a vector (index-backed count per label).
+BACKLOG: Final = {
+    label: f"MATCH (n:{label}) WHERE n.embed_pending = true RETURN count(n) AS pending"
+    for label in EMBEDDED_LABELS
+}
+
+# Of these episode keys, how many (with the facts and commitments citing them) still wait.
+PENDING_FOR_EPISODES: Final = f"""
+UNWIND $keys AS key
+MATCH (e:{EPISODE} {{key: key}})
+OPTIONAL MATCH (m)-[:{EVIDENCE}]->(e) WHERE m.embed_pending = true
+RETURN count(DISTINCT CASE WHEN e.embed_pending = true THEN e END) + count(DISTINCT m) AS pending
+"""

@@ -1,0 +1,267 @@
+"""Recall's statements: full-text and vector search per label, each restricted to what one agent
+may see, the neighbours of a hit, and the recent-episodes fallback; plus the Lucene query
+builder, so user text never reaches Lucene's syntax unescaped."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pipeline.graph.model import (
+    ABOUT,
+    AGENT,
+    CHANNEL,
+    COMMITMENT,
+    EPISODE,
+    EVIDENCE,
+    FACT,
+    IN,
+    KNOWS,
+    OBSERVED,
+    OWED_BY_REL,
+    OWED_TO,
+    PARTICIPANT,
+    SAID,
+    SUMMARY,
+)
+
+# Summaries are written by the summary worker; their relationship types live here until the
+# graph vocabulary (pipeline/graph/model.py) carries them.
+SUMMARISED: Final = "SUMMARISED"
+OF: Final = "OF"
+
+# -- Lucene ---------------------------------------------------------------------------------------
+
+# Every character Lucene's classic query parser treats as syntax.
+_LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
+_OPERATORS = frozenset({"AND", "OR", "NOT", "TO"})
+# Lucene refuses more than 1024 clauses; a question never needs this many words.
+MAX_TERMS: Final = 64
+
+
+def lucene_query(text: str | None) -> str | None:
+    """The user's words as a Lucene query: each escaped, any one may match (OR, ranked by BM25).
+
+    Words without a letter or digit and the parser's operator words are dropped (the English
+    analyser ignores them anyway). None when nothing searchable is left: recall then falls back
+    to recency.
+    """
+    if not text:
+        return None
+    terms: list[str] = []
+    for word in text.split():
+        if not any(ch.isalnum() for ch in word):
+            continue
+        term = word.lower() if word in _OPERATORS else word
+        terms.append(_LUCENE_SPECIAL.sub(r"\\\1", term))
+        if len(terms) == MAX_TERMS:
+            break
+    return " ".join(terms) or None
+
+
+# -- scope: what one agent may see ----------------------------------------------------------------
+
+# Episodes the agent observed, of the tenant, in the channel when one is given (old episodes
+# without channel_key are found through their IN edge), said by `about`, inside the time window.
+_EPISODE_FILTER = f"""e.tenant = $tenant
+  AND ($channel_key IS NULL OR e.channel_key = $channel_key
+       OR (e.channel_key IS NULL AND EXISTS {{ (e)-[:{IN}]->(:{CHANNEL} {{key: $channel_key}}) }}))
+  AND ($about_key IS NULL OR EXISTS {{ (:{PARTICIPANT} {{key: $about_key}})-[:{SAID}]->(e) }})
+  AND ($since IS NULL OR e.created_at >= $since)
+  AND ($until IS NULL OR e.created_at < $until)
+"""
+
+_EPISODE_SCOPE = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e)
+WHERE {_EPISODE_FILTER}"""
+
+_EPISODE_FIELDS = f"""
+RETURN e.key AS key, e.id AS id, e.content AS text, e.speaker_label AS speaker_label,
+       coalesce(e.speaker_id, head([(s:{PARTICIPANT})-[:{SAID}]->(e) | s.id])) AS speaker_id,
+       e.created_at AS created_at,
+       coalesce(e.channel_key, head([(e)-[:{IN}]->(c:{CHANNEL}) | c.key])) AS channel_key,
+       head([(e)-[:{IN}]->(c:{CHANNEL}) | c.id]) AS channel_id"""
+
+_EPISODE_RETURN = f"""{_EPISODE_FIELDS}, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
+
+
+def _audience(node: str) -> str:
+    """Relationship memory may enter the target channel only if its audience could have heard it.
+
+    Evidence in the target channel itself, or in any group or public channel, is fine. Evidence
+    only in direct messages needs `dm_policy = 'same_people'` and every member of that DM (other
+    than the recalling agent) to be a member of the target channel. Members of a channel are the
+    participants with a SAID edge to one of its episodes or an OBSERVED edge from one of them:
+    the people who spoke there and the agents that remember it. Nobody else is known to be there,
+    so a silent listener does not count (the rule errs towards not telling).
+    """
+    return f"""
+  AND ($channel_key IS NULL OR EXISTS {{
+    MATCH ({node})-[:{EVIDENCE}]->(:{EPISODE})-[:{IN}]->(src:{CHANNEL})
+    WHERE src.key = $channel_key OR src.kind <> 'dm'
+       OR ($dm_policy = 'same_people' AND NOT EXISTS {{
+            MATCH (src)<-[:{IN}]-(:{EPISODE})<-[:{SAID}|{OBSERVED}]-(member:{PARTICIPANT})
+            WHERE member.key <> $agent_key AND NOT EXISTS {{
+              MATCH (member)-[:{SAID}|{OBSERVED}]->(:{EPISODE})
+                    -[:{IN}]->(:{CHANNEL} {{key: $channel_key}})
+            }}
+          }})
+  }})
+"""
+
+
+_FACT_SCOPE = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f)
+WHERE f.tenant = $tenant
+  AND ($include_stale OR (f.superseded_at IS NULL
+                          AND (f.expires_at IS NULL OR f.expires_at > datetime())))
+  AND ($about_key IS NULL OR EXISTS {{ (f)-[:{ABOUT}]->(:{PARTICIPANT} {{key: $about_key}}) }})
+  AND ($sources IS NULL OR f.source IN $sources)
+  AND ($since IS NULL OR f.stated_at >= $since)
+  AND ($until IS NULL OR f.stated_at < $until)
+{_audience("f")}
+"""
+
+
+def _evidence(node: str) -> str:
+    """The platform ids of a node's evidence episodes in time order, and the first one's channel."""
+    return f"""
+COLLECT {{
+  MATCH ({node})-[:{EVIDENCE}]->(ev:{EPISODE}) RETURN ev.id ORDER BY ev.created_at, ev.key
+}} AS evidence,
+head(COLLECT {{
+  MATCH ({node})-[:{EVIDENCE}]->(ev:{EPISODE})-[:{IN}]->(c:{CHANNEL})
+  RETURN c.id ORDER BY ev.created_at, ev.key
+}}) AS channel_id"""
+
+
+_FACT_RETURN = f"""
+OPTIONAL MATCH (by:{PARTICIPANT} {{key: f.stated_by}})
+RETURN f.key AS key, f.text AS text, f.source AS source, f.stated_at AS created_at,
+       by.label AS speaker_label, by.id AS speaker_id,
+       f.superseded_at IS NULL AND (f.expires_at IS NULL OR f.expires_at > datetime()) AS current,
+       {_evidence("f")}, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
+
+_COMMITMENT_SCOPE = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m)
+WHERE m.tenant = $tenant
+  AND ($include_closed OR m.status = 'open')
+  AND ($about_key IS NULL
+       OR EXISTS {{ (m)-[:{OWED_BY_REL}|{OWED_TO}]->(:{PARTICIPANT} {{key: $about_key}}) }})
+  AND ($sources IS NULL OR m.source IN $sources)
+  AND ($since IS NULL OR m.opened_at >= $since)
+  AND ($until IS NULL OR m.opened_at < $until)
+{_audience("m")}
+"""
+
+_COMMITMENT_RETURN = f"""
+OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
+RETURN m.key AS key, m.text AS text, m.source AS source, m.opened_at AS created_at,
+       m.status AS status, by.label AS speaker_label, by.id AS speaker_id,
+       m.status = 'open' AS current, {_evidence("m")}, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
+
+# Only the latest version of the agent's summary of a channel; `about` keeps channels the
+# participant spoke in.
+_SUMMARY_SCOPE = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(s)-[:{OF}]->(c:{CHANNEL})
+WHERE s.tenant = $tenant
+  AND ($channel_key IS NULL OR c.key = $channel_key)
+  AND NOT EXISTS {{
+    MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(newer:{SUMMARY})-[:{OF}]->(c)
+    WHERE newer.version > s.version
+  }}
+  AND ($about_key IS NULL OR EXISTS {{
+    MATCH (:{PARTICIPANT} {{key: $about_key}})-[:{SAID}]->(:{EPISODE})-[:{IN}]->(c)
+  }})
+  AND ($since IS NULL OR s.covers_until >= $since)
+"""
+
+_SUMMARY_RETURN = """
+RETURN s.key AS key, s.text AS text, s.covers_until AS created_at, c.id AS channel_id,
+       c.key AS channel_key, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
+
+_FULLTEXT = "CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score\n"
+# The vector index spans every tenant and agent: it is asked for `$k` (oversampled) neighbours
+# and the scope filter keeps the agent's own.
+_VECTOR = "CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score\n"
+
+# Per label: the node's variable, what the scope filter binds that the return needs, the
+# scope filter, and the return.
+_SCOPES: Final = {
+    EPISODE: ("e", "e", _EPISODE_SCOPE, _EPISODE_RETURN),
+    FACT: ("f", "f", _FACT_SCOPE, _FACT_RETURN),
+    COMMITMENT: ("m", "m", _COMMITMENT_SCOPE, _COMMITMENT_RETURN),
+    SUMMARY: ("s", "s, c", _SUMMARY_SCOPE, _SUMMARY_RETURN),
+}
+
+
+def _search(source: str, label: str) -> str:
+    var, bound, scope, tail = _SCOPES[label]
+    return (
+        f"{source}WITH node AS {var}, score WHERE {var}:{label}\n{scope}WITH {bound}, score{tail}"
+    )
+
+
+# Per label: the keyword (full-text) and vector statements, each scoped to the agent.
+KEYWORD_SEARCH: Final = {label: _search(_FULLTEXT, label) for label in _SCOPES}
+VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
+
+# Which search indexes are ready to be queried (an absent or populating one is skipped).
+ONLINE_SEARCH_INDEXES: Final = """
+SHOW INDEXES YIELD name, type, state
+WHERE type IN ['FULLTEXT', 'VECTOR'] AND state = 'ONLINE'
+RETURN name
+"""
+
+
+# The episodes just before and after each hit in its channel, by time, that the agent also
+# observed (found through the (channel_key, created_at) index; old episodes through IN).
+def _side(before: bool) -> str:
+    cmp, order = ("<", " DESC") if before else (">", "")
+    near = (
+        f"(n.created_at {cmp} hit.created_at"
+        f" OR (n.created_at = hit.created_at AND n.key {cmp} hit.key))"
+    )
+    observed = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
+    by_index = f"""
+  MATCH (n:{EPISODE})
+  WHERE hit.channel_key IS NOT NULL AND n.channel_key = hit.channel_key AND {near} AND {observed}
+  WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
+  RETURN n"""
+    by_edge = f"""
+  MATCH (hit)-[:{IN}]->(:{CHANNEL})<-[:{IN}]-(n:{EPISODE})
+  WHERE hit.channel_key IS NULL AND {near} AND {observed}
+  WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
+  RETURN n"""
+    return f"{by_index}\n  UNION{by_edge}"
+
+
+NEIGHBOURS: Final = f"""
+UNWIND $keys AS hit_key
+MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(hit:{EPISODE} {{key: hit_key}})
+CALL (hit) {{{_side(before=True)}
+  UNION{_side(before=False)}
+}}
+WITH hit, n AS e
+{_EPISODE_FIELDS}, hit.key AS hit_key
+"""
+
+# No words to search for: the agent's most recent episodes in scope, newest first.
+RECENT_EPISODES: Final = f"""
+MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
+WHERE {_EPISODE_FILTER}WITH e ORDER BY e.created_at DESC, e.key DESC LIMIT $limit
+{_EPISODE_FIELDS}, 0.0 AS score
+ORDER BY created_at DESC, key DESC
+"""

@@ -1,0 +1,119 @@
+"""Recall: what an agent asks of its memory (RecallQuery) and what it gets back (RecallItem)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from schemas.event import Identifier, Tenant
+from schemas.memory import Source
+
+RecallKind = Literal["episode", "fact", "commitment", "summary"]
+RecallMode = Literal["hybrid", "keyword", "vector"]
+
+RECALL_KINDS: tuple[RecallKind, ...] = ("episode", "fact", "commitment", "summary")
+# A query is a question, not a document: longer text only slows Lucene and the embedder down.
+MAX_QUERY_CHARS = 2000
+MAX_LIMIT = 200
+
+
+class RecallQuery(BaseModel):
+    """One recall: whose memory, which scope, and the question.
+
+    `limit` is a budget of messages, not of items: a window of three messages costs three, so a
+    long evidence list never buys recall. Without a query (or one with no words) the agent's
+    most recent episodes come back instead.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: Tenant = "default"
+    agent_id: Identifier
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    # Thread memory (episodes, summaries) stays in this channel; facts and commitments follow
+    # the agent, filtered by what this channel's audience could have heard.
+    channel_id: Identifier | None = None
+    # A participant id: episodes they said, facts about them, commitments owed by or to them.
+    about: Identifier | None = None
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    kinds: tuple[RecallKind, ...] = RECALL_KINDS
+    # Restricts facts and commitments to these sources; episodes and summaries have none.
+    sources: tuple[Source, ...] | None = None
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    mode: RecallMode = "hybrid"
+    # Neighbouring messages of a hit (same channel, by time) join it as one item: an answer
+    # often sits next to the message that matched the question.
+    include_neighbours: bool = True
+    window: int = Field(default=1, ge=0, le=2)
+    # Superseded or expired facts and closed commitments come back only when asked, and then
+    # flagged `current: false`.
+    include_stale: bool = False
+    include_closed: bool = False
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, value: tuple[RecallKind, ...]) -> tuple[RecallKind, ...]:
+        if not value:
+            raise ValueError("at least one kind is needed")
+        return tuple(k for k in RECALL_KINDS if k in value)
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: tuple[Source, ...] | None) -> tuple[Source, ...] | None:
+        if value is not None and not value:
+            raise ValueError("give at least one source, or none to allow all")
+        return value
+
+    @field_validator("until")
+    @classmethod
+    def _after_since(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        since = info.data.get("since")
+        if value is not None and since is not None and value <= since:
+            raise ValueError("must be later than since")
+        return value
+
+    @property
+    def neighbours(self) -> int:
+        """How many messages either side of a hit join it."""
+        return self.window if self.include_neighbours else 0
+
+
+class RecallItem(BaseModel):
+    """One remembered thing, best first in a recall's answer.
+
+    `evidence` lists the platform message ids (`messages[].id` as emitted) the item rests on, in
+    time order; an episode's evidence is its own message plus any neighbours shown with it, and
+    `matched` names the ones that matched the query.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: RecallKind
+    key: str
+    text: str
+    score: float
+    evidence: list[str]
+    matched: list[str] = Field(default_factory=list)
+    channel_id: str | None = None
+    speaker_label: str | None = None
+    speaker_id: str | None = None
+    # When it was said (episode), stated (fact), opened (commitment) or covered until (summary).
+    created_at: datetime | None = None
+    source: Source | None = None
+    status: str | None = None
+    # False for superseded or expired facts and closed commitments (only with include_*).
+    current: bool = True
+
+
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_QUERY_CHARS",
+    "RECALL_KINDS",
+    "RecallItem",
+    "RecallKind",
+    "RecallMode",
+    "RecallQuery",
+]

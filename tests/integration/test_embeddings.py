@@ -1,0 +1,155 @@
+"""Embeddings against real services: the embed worker drains the backlog off the sync path, the
+vectors land in the vector index, `emit --wait` waits for them, and stale text is never marked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync.settings import Settings
+from pipeline.embedder import labelled, make_embedder
+from pipeline.errors import ConfigurationError
+from pipeline.graph.embeddings import (
+    PendingNode,
+    pending_for_episodes,
+    require_vector_indexes,
+    store,
+)
+from pipeline.graph.model import EPISODE, VECTOR_INDEXES
+from pipeline.graph.store import GraphStore
+from schemas.keys import episode_key
+from workers import services
+from workers.demo import worker_env
+
+pytestmark = pytest.mark.integration
+
+HUMAN = {"id": "u-dev", "kind": "human", "display_name": "Devon", "handle": "devon"}
+OWNED = {"id": "a-own", "kind": "agent", "owner_id": "u-dev"}  # Devon's own agent: trusted
+SAID = [
+    "My cat Biscuit is allergic to salmon",
+    "The quarterly tax report is due on Friday",
+    "Let's book the conference room for the design review",
+    "I finally fixed the leaking kitchen tap",
+]
+
+
+def _turns(tenant: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "schema_version": 1,
+            "event_id": f"e-{i}",
+            "tenant": tenant,
+            "channel": {"id": "ch-dm", "kind": "dm"},
+            "participants": [HUMAN, OWNED],
+            "messages": [
+                {
+                    "id": f"m-{i}",
+                    "role": "human",
+                    "sender_id": "u-dev",
+                    "content": text,
+                    "created_at": f"2026-11-29T10:00:0{i}Z",
+                }
+            ],
+        }
+        for i, text in enumerate(SAID)
+    ]
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workers.cli", *args],
+        env=worker_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_emitted_turns_are_embedded_and_found_by_meaning(
+    worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
+) -> None:
+    embedder = make_embedder(settings)
+    assert embedder is not None
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in _turns(tenant)))
+
+    done = _cli(settings, "emit", str(path), "--wait", "--timeout", "180")
+    assert done.returncode == 0, done.stderr
+
+    # `--wait` returned only once every episode of these turns had its vector.
+    keys = [episode_key(tenant, "ch-dm", f"m-{i}") for i in range(len(SAID))]
+    assert pending_for_episodes(graph, keys) == 0
+    with graph.session(write=False) as session:
+        rows = list(
+            session.run(
+                "UNWIND $keys AS key MATCH (e:Episode {key: key}) "
+                "RETURN e.content AS content, e.speaker_label AS speaker, "
+                "size(e.embedding) AS size, e.embedded_with AS model, "
+                "e.embed_pending AS pending",
+                keys=keys,
+            )
+        )
+    assert len(rows) == len(SAID)
+    assert {r["size"] for r in rows} == {embedder.dimensions}
+    assert {r["model"] for r in rows} == {embedder.model}
+    assert {r["pending"] for r in rows} == {None}
+
+    # The vector stored is the labelled text's ("Devon (@devon): ...").
+    speaker = rows[0]["speaker"]
+    assert speaker == "Devon (@devon)"
+    query = embedder.embed([labelled(speaker, "Biscuit the cat cannot eat fish")])[0]
+    with graph.session(write=False) as session:
+        found = [
+            r["content"]
+            for r in session.run(
+                "CALL db.index.vector.queryNodes($index, 200, $vector) YIELD node, score "
+                "WHERE node.tenant = $tenant RETURN node.content AS content ORDER BY score DESC",
+                index=VECTOR_INDEXES[EPISODE],
+                vector=query,
+                tenant=tenant,
+            )
+        ]
+    assert found[0] == SAID[0], found
+
+    stats = _cli(settings, "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    shown = json.loads(stats.stdout)
+    assert shown["embed.model"] == embedder.model
+    assert {f"embed.backlog.{label}" for label in VECTOR_INDEXES} <= shown.keys()
+
+
+def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(
+    settings: Settings, graph: GraphStore, tenant: str
+) -> None:
+    key = f"{tenant}:episode:stale"
+    with graph.session() as session:
+        session.run(
+            "CREATE (e:Episode {key: $key, tenant: $tenant, content: 'new text', "
+            "speaker_label: 'Devon (@devon)', embed_pending: true})",
+            key=key,
+            tenant=tenant,
+        ).consume()
+    marker = [1.0] + [0.0] * 255
+    stale = PendingNode(key=key, text="old text", speaker_label="Devon (@devon)")
+    assert store(graph, EPISODE, [stale], [marker], "test-model") == 0
+    relabelled = PendingNode(key=key, text="new text", speaker_label="Sam (@sam)")
+    assert store(graph, EPISODE, [relabelled], [marker], "test-model") == 0
+    with graph.session(write=False) as session:
+        record = session.run(
+            "MATCH (e:Episode {key: $key}) RETURN e.embedded_with AS model", key=key
+        ).single(strict=True)
+    # Never our stale vector (an embed worker may have embedded the real text meanwhile).
+    assert record["model"] != "test-model"
+
+
+def test_vector_indexes_of_another_dimension_count_are_refused(graph: GraphStore) -> None:
+    require_vector_indexes(graph, 256)
+    with pytest.raises(ConfigurationError, match="other dimensions than the embedder's 128"):
+        require_vector_indexes(graph, 128)

@@ -1,0 +1,218 @@
+"""Recall on real services: turns go through the worker, then keyword recall is asked of Neo4j
+within one agent's scope (channel, tenant, DM policy, current facts, neighbouring messages)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from memsync.producer import Producer
+from memsync.settings import Settings
+from pipeline.graph.directory import grant_trust
+from pipeline.graph.search import recall
+from pipeline.graph.store import GraphStore
+from schemas.recall import RecallItem, RecallQuery
+from tests.integration.test_operations import cli
+from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event, msg
+from workers import services
+from workers.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+CH_A = {"id": "ch-a", "kind": "group", "title": "Trip A"}
+CH_B = {"id": "ch-b", "kind": "group", "title": "Trip B"}
+CH_C = {"id": "ch-c", "kind": "group", "title": "Finance only"}
+DM = {"id": "dm-sarah", "kind": "dm"}
+
+
+def turns(tenant: str) -> list[Any]:
+    return [
+        event(
+            tenant,
+            "ev-a",
+            CH_A,
+            [DEVON, SARAH, TRAVEL],
+            [
+                msg("a1", "user", "u-devon", "Which seat should I book for Sarah?", 1),
+                msg("a2", "user", "u-sarah", "I prefer an aisle seat", 2),
+                msg("a3", "user", "u-devon", "What is the budget for the hotel?", 3),
+                msg("a4", "user", "u-sarah", "About 150 per night.", 4),
+                msg("a5", "user", "u-devon", "I prefer a window seat", 5),
+                msg("a6", "user", "u-devon", "Actually I prefer an aisle seat now", 6),
+            ],
+        ),
+        event(
+            tenant,
+            "ev-b",
+            CH_B,
+            [DEVON, TRAVEL],
+            [msg("b1", "user", "u-devon", "The aisle seat on the train was broken", 7)],
+        ),
+        event(
+            tenant,
+            "ev-c",
+            CH_C,
+            [DEVON, FINANCE],
+            [msg("c1", "user", "u-devon", "The aisle seat upgrade cost 40 EUR", 8)],
+        ),
+        event(
+            tenant,
+            "ev-d",
+            DM,
+            [SARAH, TRAVEL],
+            [msg("d1", "user", "u-sarah", "I am allergic to peanuts", 9)],
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class World:
+    tenant: str
+    other: str  # a second tenant with the same conversations, ids and agents
+
+
+@pytest.fixture(scope="module")
+def world(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> Iterator[World]:
+    tenants = [f"r{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    producer = Producer(settings)
+    try:
+        for tenant in tenants:
+            # Strict trust: Devon (the Travel Agent's owner) vouches for Sarah; Finance trusts
+            # Devon itself.
+            grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+            grant_trust(graph, tenant, "a-finance", "u-devon", "connected")
+            emit_and_wait(producer, ledger, turns(tenant))
+    finally:
+        producer.close(timeout=10)
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    yield World(*tenants)
+
+
+def ask(
+    graph: GraphStore, world: World, dm_policy: str = "never", **fields: Any
+) -> list[RecallItem]:
+    query = RecallQuery.model_validate({"tenant": world.tenant, "agent_id": "a-travel", **fields})
+    return recall(graph, query, embedder=None, dm_policy=dm_policy)
+
+
+def episodes(items: list[RecallItem]) -> list[RecallItem]:
+    return [i for i in items if i.kind == "episode"]
+
+
+def facts(items: list[RecallItem]) -> list[str]:
+    return [i.text for i in items if i.kind == "fact"]
+
+
+def test_seat_preference_finds_the_aisle_seat_and_its_fact(graph: GraphStore, world: World) -> None:
+    found = ask(graph, world, query="seat preference", channel_id="ch-a")
+    assert any("a2" in i.matched and "I prefer an aisle seat" in i.text for i in found), found
+    assert "Sarah (@sarah) prefers aisle seat" in facts(found)
+    sarah = next(i for i in found if i.text == "Sarah (@sarah) prefers aisle seat")
+    assert sarah.evidence == ["a2"] and sarah.source == "self_stated" and sarah.current
+    assert sarah.speaker_id == "u-sarah" and sarah.channel_id == "ch-a"
+    # Best first, and the budget counts messages: no more than 10 distinct messages shown.
+    assert [i.score for i in found] == sorted((i.score for i in found), reverse=True)
+    assert len({m for i in found for m in i.evidence}) <= 10
+
+
+def test_thread_memory_stays_in_its_channel(graph: GraphStore, world: World) -> None:
+    in_a = episodes(ask(graph, world, query="aisle seat", channel_id="ch-a"))
+    assert in_a and all(i.channel_id == "ch-a" for i in in_a)
+    assert not {m for i in in_a for m in i.evidence} & {"b1", "c1", "d1"}
+    # Without a channel the agent's whole memory is searched: channel B is there.
+    everywhere = ask(graph, world, query="train broken")
+    assert [i.evidence for i in episodes(everywhere)] == [["b1"]]
+
+
+def test_another_agent_or_tenant_never_appears(graph: GraphStore, world: World) -> None:
+    found = ask(graph, world, query="aisle seat upgrade", limit=50)
+    assert found
+    # Every key starts with its tenant (a fact's through its agent's escaped key).
+    assert all(i.key.startswith(world.tenant) for i in found), found
+    assert "c1" not in {m for i in found for m in i.evidence}  # Finance's memory, not Travel's
+    # The other tenant has the same conversations; each tenant sees only its own.
+    other = RecallQuery(tenant=world.other, agent_id="a-travel", query="aisle seat upgrade")
+    theirs = recall(graph, other, embedder=None, dm_policy="never")
+    assert theirs and all(i.key.startswith(world.other) for i in theirs)
+    assert not {i.key for i in found} & {i.key for i in theirs}
+
+
+def test_a_superseded_fact_never_appears_as_current(graph: GraphStore, world: World) -> None:
+    found = ask(graph, world, query="Devon window seat", channel_id="ch-a")
+    assert "Devon (@devon) prefers window seat" not in facts(found)
+    assert "Devon (@devon) prefers aisle seat" in facts(found)
+    stale = ask(graph, world, query="Devon window seat", channel_id="ch-a", include_stale=True)
+    old = [i for i in stale if i.text == "Devon (@devon) prefers window seat"]
+    assert len(old) == 1 and not old[0].current
+
+
+def test_a_dm_fact_stays_out_of_group_channels_unless_policy_allows(
+    graph: GraphStore, world: World
+) -> None:
+    allergy = "Sarah (@sarah)'s allergy is peanuts"
+    assert allergy in facts(ask(graph, world, query="peanuts allergy"))  # the agent's own view
+    assert allergy in facts(ask(graph, world, query="peanuts allergy", channel_id="dm-sarah"))
+    assert allergy not in facts(ask(graph, world, query="peanuts allergy", channel_id="ch-a"))
+    # same_people: everyone in the DM (Sarah) is a member of ch-a (she spoke there)...
+    assert allergy in facts(
+        ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-a")
+    )
+    # ...but not of ch-b, where only Devon spoke.
+    assert allergy not in facts(
+        ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-b")
+    )
+
+
+def test_the_answer_next_to_the_matching_question_comes_with_it(
+    graph: GraphStore, world: World
+) -> None:
+    (hit,) = episodes(ask(graph, world, query="hotel budget", channel_id="ch-a"))
+    assert hit.matched == ["a3"]
+    assert hit.evidence == ["a2", "a3", "a4"]  # the answer (a4) sits right after the question
+    assert hit.text.splitlines() == [
+        "Sarah (@sarah): I prefer an aisle seat",
+        "Devon (@devon): What is the budget for the hotel?",
+        "Sarah (@sarah): About 150 per night.",
+    ]
+    (alone,) = episodes(
+        ask(graph, world, query="hotel budget", channel_id="ch-a", include_neighbours=False)
+    )
+    assert alone.evidence == ["a3"]
+
+
+def test_no_query_gives_recent_memory(graph: GraphStore, world: World) -> None:
+    recent = ask(graph, world, query="?!", channel_id="ch-a", limit=2)
+    assert [i.evidence for i in recent] == [["a6"], ["a5"]]
+
+
+def test_cli_recall_json(settings: Settings, world: World) -> None:
+    shown = cli(
+        settings,
+        "recall",
+        "--agent",
+        "a-travel",
+        "--tenant",
+        world.tenant,
+        "--channel",
+        "ch-a",
+        "--query",
+        "seat preference",
+        "--json",
+    )
+    assert shown.returncode == 0, shown.stderr
+    items = json.loads(shown.stdout)
+    assert items and all({"kind", "key", "text", "score", "evidence"} <= set(i) for i in items)
+    assert [i["score"] for i in items] == sorted((i["score"] for i in items), reverse=True)
+    assert any(i["kind"] == "fact" and i["evidence"] == ["a2"] for i in items)
+    assert any(i["kind"] == "episode" and "a2" in i["evidence"] for i in items)
+
+    refused = cli(settings, "recall", "--agent", "a-travel", "--query", "x", "--limit", "0")
+    assert refused.returncode == 2 and "limit" in refused.stderr

@@ -1,0 +1,78 @@
+"""Recall queries: validation that names the field, and user text made safe for Lucene."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline.graph.cypher.search import MAX_TERMS, lucene_query
+from schemas.recall import MAX_LIMIT, RecallItem, RecallQuery
+
+
+def test_defaults_and_kinds_in_canonical_order() -> None:
+    q = RecallQuery(agent_id="a-travel", kinds=("summary", "episode"))
+    assert (q.tenant, q.limit, q.mode, q.neighbours) == ("default", 10, "hybrid", 1)
+    assert q.kinds == ("episode", "summary")
+    assert RecallQuery(agent_id="a", include_neighbours=False, window=2).neighbours == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"agent_id": ""}, "agent_id"),
+        ({"tenant": "no spaces"}, "tenant"),
+        ({"limit": 0}, "limit"),
+        ({"limit": MAX_LIMIT + 1}, "limit"),
+        ({"kinds": ()}, "kinds"),
+        ({"kinds": ("episode", "rumour")}, "kinds"),
+        ({"mode": "psychic"}, "mode"),
+        ({"window": 3}, "window"),
+        ({"since": "2026-01-01T00:00:00"}, "since"),  # no zone: refused, not guessed
+        ({"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "until"),
+        ({"sources": ()}, "sources"),
+        ({"sources": ("gossip",)}, "sources"),
+        ({"query": "x" * 5000}, "query"),
+        ({"channel_id": " "}, "channel_id"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_validation_names_the_field(fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        RecallQuery.model_validate({"agent_id": "a-travel", **fields})
+    assert info.value.errors()[0]["loc"][0] == field
+
+
+def test_an_item_dumps_the_documented_fields() -> None:
+    item = RecallItem(kind="fact", key="k", text="t", score=0.5, evidence=["m-1"])
+    dumped = item.model_dump(mode="json")
+    assert {"kind", "key", "text", "score", "evidence"} <= set(dumped)
+    assert dumped["current"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("seat preference", "seat preference"),
+        ("C++ (x) AND y", r"C\+\+ \(x\) and y"),
+        ('title:foo "bar" a/b', r"title\:foo \"bar\" a\/b"),
+        ("x~2^3 [a TO b] {c}", r"x\~2\^3 \[a to b\] \{c\}"),
+        ("a* b? !c -d +e", r"a\* b\? \!c \-d \+e"),
+        (r"back\slash", r"back\\slash"),
+        ("NOT this || that && other", "not this that other"),
+        ("  spaced\tout\nwords ", "spaced out words"),
+    ],
+)
+def test_lucene_terms_are_escaped(text: str, expected: str) -> None:
+    assert lucene_query(text) == expected
+
+
+@pytest.mark.parametrize("text", [None, "", "   ", "?? !! ...", "&& || -"])
+def test_nothing_searchable_means_no_query(text: str | None) -> None:
+    assert lucene_query(text) is None
+
+
+def test_long_questions_are_capped() -> None:
+    built = lucene_query(" ".join(f"w{i}" for i in range(500)))
+    assert built is not None and len(built.split()) == MAX_TERMS

@@ -1,0 +1,206 @@
+"""The embed task and its triggers: vectors for new episodes, facts and commitments, off the sync
+path, on their own queue (MEMSYNC_EMBEDDER=none turns all of it off).
+
+- A sync task that wrote something sends a "kick" (an embed task), at most one every
+  KICK_SECONDS across all workers, and only while some worker consumes the embed queue.
+- Every worker consuming the embed queue kicks itself every SWEEP_SECONDS (EmbedStep), so a kick
+  lost with a broker or a worker is only a delay; it also says the queue has a consumer.
+- The embed task drains the backlog in batches of MEMSYNC_EMBED_BATCH under a Redis lease, so
+  only one task drains at a time: two embed workers do the same batch twice only when a lease
+  expires mid-batch (a batch that took over LEASE_SECONDS, or a worker killed mid-batch), at most
+  one batch per expiry, and the store is idempotent. A run is bounded (RUN_SECONDS) and re-sends
+  itself while a backlog remains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from celery import Task, bootsteps, shared_task
+from redis.exceptions import LockError
+
+from memsync import keys
+from memsync.settings import EMBED_QUEUE, Settings
+from pipeline.embedder import Embedder, make_embedder
+from pipeline.errors import RetryableError
+from pipeline.graph.embeddings import (
+    EMBEDDED_LABELS,
+    backlog,
+    embed_pending,
+    require_vector_indexes,
+)
+from pipeline.graph.store import GraphStore
+from workers import forkgate, runtime
+
+log = logging.getLogger("memsync.embed")
+
+KICK_SECONDS = 2
+LEASE_SECONDS = 60
+RUN_SECONDS = 30.0
+SWEEP_SECONDS = 10.0
+WORKERS_TTL = 3 * int(SWEEP_SECONDS)
+
+_embedder: Embedder | None = None
+_embedder_key: tuple[int, str] | None = None
+_embedder_lock = threading.Lock()
+
+
+def process_embedder(settings: Settings) -> Embedder | None:
+    """This process's embedder (its weights load on first use, after any fork)."""
+    global _embedder, _embedder_key
+    key = (os.getpid(), settings.embedder)
+    with _embedder_lock:
+        if _embedder_key != key:
+            _embedder, _embedder_key = make_embedder(settings), key
+        return _embedder
+
+
+def kick(client: redis.Redis, settings: Settings, send: Callable[[], None] | None = None) -> bool:
+    """Send an embed task unless embeddings are off, no worker consumes the embed queue, or one
+    was sent in the last KICK_SECONDS; True if sent."""
+    if settings.embedder == "none":
+        return False
+    if not client.exists(keys.EMBED_WORKERS):
+        return False
+    if not client.set(keys.EMBED_KICK, b"1", nx=True, ex=KICK_SECONDS):
+        return False
+    (send or send_embed)()
+    return True
+
+
+_last_kick = -float("inf")
+
+
+def kick_quietly() -> None:
+    """A kick from a sync task: never fails the sync (a lost kick waits for the next sweep)."""
+    global _last_kick
+    now = time.monotonic()
+    if now - _last_kick < KICK_SECONDS:
+        return  # this process kicked just now: spare Redis the round trips
+    _last_kick = now
+    try:
+        kick(runtime.redis_client(), runtime.settings())
+    except Exception as exc:  # redis and kombu raise many types; the sweep covers a lost kick
+        log.warning("embed kick not sent: %s: %s", type(exc).__name__, exc)
+
+
+def send_embed() -> None:
+    from workers.app import app  # the app imports this module for its bootstep
+
+    app.send_task("memsync.embed", queue=EMBED_QUEUE)
+
+
+def drain(
+    graph: GraphStore,
+    embedder: Embedder,
+    batch: int,
+    *,
+    run_seconds: float = RUN_SECONDS,
+    renew: Callable[[], object] = lambda: None,
+) -> tuple[int, int, bool]:
+    """Embed the backlog label by label, one transaction per batch, for at most run_seconds.
+
+    Returns (read, stored, more): `more` when it stopped with work left. `renew` is called
+    after every batch (the lease); if it raises, draining stops.
+    """
+    deadline = time.monotonic() + run_seconds
+    read = stored = 0
+    for label in EMBEDDED_LABELS:
+        while True:
+            if time.monotonic() > deadline:
+                return read, stored, True
+            got, done = embed_pending(graph, embedder, label, batch)
+            read, stored = read + got, stored + done
+            renew()
+            # A short batch ends the label; one where nothing could be stored (every node
+            # changed while it was embedded) is left for the next run rather than spun on.
+            if got < batch or done == 0:
+                break
+    return read, stored, False
+
+
+@shared_task(name="memsync.embed", bind=True, ignore_result=True)
+def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
+    """Drain the embedding backlog for a while; re-send itself if some remains."""
+    settings = runtime.settings()
+    embedder = process_embedder(settings)
+    if embedder is None:
+        return {"read": 0, "stored": 0}
+    client = runtime.redis_client()
+    lease = client.lock(keys.EMBED_LOCK, timeout=LEASE_SECONDS, blocking=False, thread_local=False)
+    if not lease.acquire():
+        return {"read": 0, "stored": 0, "busy": 1}  # the holder re-checks after it lets go
+    read = stored = 0
+    more = False
+    try:
+        read, stored, more = drain(
+            runtime.graph(), embedder, settings.embed_batch, renew=lease.reacquire
+        )
+    except LockError as exc:
+        log.warning("embed lease lost mid-run (%s); another run takes over", exc)
+    except RetryableError as exc:
+        # Nothing is lost: the backlog is in the graph and the next sweep kicks again.
+        log.warning("embedding paused: %s", exc)
+        return {"read": read, "stored": stored}
+    finally:
+        with contextlib.suppress(LockError):
+            lease.release()
+    # Checked after letting go, so a kick dropped while this run held the lease is not lost.
+    if more or any(backlog(runtime.graph()).values()):
+        send_embed()
+    if read:
+        with contextlib.suppress(Exception):  # counters are for operators only
+            runtime.ledger().count({"embed.read": read, "embed.stored": stored})
+    return {"read": read, "stored": stored}
+
+
+def consumes_embed_queue(worker: Any) -> bool:
+    """Whether this worker was told to consume the embed queue (-Q, or every queue)."""
+    consume_from = worker.app.amqp.queues.consume_from
+    return EMBED_QUEUE in (consume_from or {})
+
+
+class EmbedStep(bootsteps.StartStopStep):
+    """On workers that consume the embed queue: refuse vector indexes of another dimension
+    count at start, then say the queue has a consumer and kick it every SWEEP_SECONDS."""
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, worker: Any) -> None:
+        settings = runtime.settings()
+        embedder = make_embedder(settings)
+        if embedder is None or not consumes_embed_queue(worker):
+            return
+        try:
+            require_vector_indexes(runtime.graph(), embedder.dimensions)
+        finally:
+            runtime.close()  # pool children open their own driver
+        self.thread = threading.Thread(
+            target=self._loop, args=(worker.hostname,), name="memsync-embed-sweep", daemon=True
+        )
+        self.thread.start()
+
+    def stop(self, worker: Any) -> None:
+        self.stopping.set()
+
+    def _loop(self, hostname: str) -> None:
+        while True:
+            try:
+                with forkgate.working():
+                    client = runtime.redis_client()
+                    client.set(keys.EMBED_WORKERS, hostname, ex=WORKERS_TTL)
+                    kick(client, runtime.settings())
+            except Exception:  # the next tick tries again; this thread must never end early
+                log.exception("embed sweep failed")
+            if self.stopping.wait(SWEEP_SECONDS):
+                return
