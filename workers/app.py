@@ -21,7 +21,9 @@ def _config() -> dict[str, Any]:
     return celery_config(runtime.settings())
 
 
-app = Celery("memsync", include=["workers.tasks", "workers.embedding", "workers.signals"])
+app = Celery(
+    "memsync", include=["workers.tasks", "workers.embedding", "workers.folding", "workers.signals"]
+)
 app.add_defaults(_config)
 app.steps["worker"].add(ReconcileStep)
 app.steps["worker"].add(HeartbeatStep)

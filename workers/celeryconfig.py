@@ -7,7 +7,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from memsync.settings import EMBED_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
+from memsync.settings import EMBED_QUEUE, FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -67,12 +67,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # the default queue's exchange and key, and `celery report` would show sync behind it.
         "task_queues": tuple(
             Queue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in (INGEST_QUEUE, SYNC_QUEUE, EMBED_QUEUE)
+            for name in (INGEST_QUEUE, SYNC_QUEUE, EMBED_QUEUE, FOLD_QUEUE)
         ),
         "task_routes": {
             "memsync.ingest": {"queue": INGEST_QUEUE},
             "memsync.sync": {"queue": SYNC_QUEUE},
             "memsync.embed": {"queue": EMBED_QUEUE},
+            "memsync.fold": {"queue": FOLD_QUEUE},
         },
         "task_create_missing_queues": False,
         "worker_concurrency": settings.worker_concurrency,

@@ -1,4 +1,5 @@
-"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo.
+"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo,
+serve.
 
 Every failure ends as one line on stderr (`memsync: ...`, never a traceback nor a password) and
 a non-zero exit: 1 the operation failed or is incomplete, 2 bad usage, input or settings,
@@ -20,7 +21,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsync.settings import EMBED_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings, unknown_variables
+from memsync.settings import (
+    EMBED_QUEUE,
+    FOLD_QUEUE,
+    INGEST_QUEUE,
+    SYNC_QUEUE,
+    Settings,
+    unknown_variables,
+)
 from memsync.spool import Spool
 from pipeline.errors import InvalidEvent
 from pipeline.validate import validate_event
@@ -103,8 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--queues",
         "-Q",
-        default=f"{INGEST_QUEUE},{SYNC_QUEUE}",
-        help="comma-separated: ingest, sync, embed (or full queue names); default ingest,sync",
+        default=f"{INGEST_QUEUE},{SYNC_QUEUE},{FOLD_QUEUE}",
+        help="comma-separated: ingest, sync, fold, embed (or full queue names); "
+        "default ingest,sync,fold (run embed workers on their own)",
     )
     worker.set_defaults(handler=_worker)
 
@@ -138,6 +147,11 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
     demo.set_defaults(handler=_demo)
+
+    serve = sub.add_parser("serve", help="the HTTP API (emit, recall, context) on loopback")
+    serve.add_argument("--host", default=None, help="default MEMSYNC_SERVE_HOST (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="default MEMSYNC_SERVE_PORT (8077)")
+    serve.set_defaults(handler=_serve)
     return parser
 
 
@@ -162,7 +176,12 @@ def _add_dlq(sub: Any) -> None:
 
 
 # Short names `memsync worker --queues` accepts, e.g. `--queues embed` for an embed-only worker.
-_QUEUE_NAMES = {"ingest": INGEST_QUEUE, "sync": SYNC_QUEUE, "embed": EMBED_QUEUE}
+_QUEUE_NAMES = {
+    "ingest": INGEST_QUEUE,
+    "sync": SYNC_QUEUE,
+    "fold": FOLD_QUEUE,
+    "embed": EMBED_QUEUE,
+}
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -494,6 +513,19 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from workers.demo import run_demo
 
     return run_demo(settings)
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        from memsync.http import serve
+    except ImportError as exc:  # the http extra is optional
+        print(
+            f"memsync: the HTTP API needs the http extra ({exc.name} is missing): "
+            "pip install 'memsync[http]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return serve(settings, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`memsync` commands that read or change the graph: graph init, recall, facts, trust."""
+"""`memsync` commands that read or change the graph: graph init, recall, context, facts, trust."""
 
 from __future__ import annotations
 
@@ -70,6 +70,17 @@ def add_graph_commands(sub: Any) -> None:
     rec.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
     rec.add_argument("--json", action="store_true")
     rec.set_defaults(handler=_recall)
+
+    ctx = sub.add_parser("context", help="what an agent is told before answering in a channel")
+    ctx.add_argument("--agent", required=True, help="agent participant id")
+    ctx.add_argument("--channel", required=True, help="channel id")
+    ctx.add_argument("--tenant", default="default")
+    ctx.add_argument("--query", default=None, help="also recall memories relevant to this")
+    ctx.add_argument(
+        "--budget", type=int, default=None, help="token budget (default 2000); lowest priority cut"
+    )
+    ctx.add_argument("--json", action="store_true", help="the Context model, as JSON")
+    ctx.set_defaults(handler=_context)
 
     _add_facts(sub)
     _add_trust(sub)
@@ -160,6 +171,44 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         print(_describe_recalled(item, searching))
     if not items:
         print(f"{args.agent} remembers nothing yet" if not searching else "nothing found")
+    return 0
+
+
+def _context(args: argparse.Namespace, settings: Settings) -> int:
+    from memsync.reading import Memory
+    from pipeline.context import DEFAULT_BUDGET_TOKENS
+
+    problem = checked_ids(args, "agent", "channel")
+    if problem:
+        return _refuse(problem)
+    budget = args.budget if args.budget is not None else DEFAULT_BUDGET_TOKENS
+    if budget < 0:
+        return _refuse(f"budget: must be at least 0 (got {budget})")
+    searching = bool(args.query and args.query.strip())
+    memory = Memory(
+        runtime.graph(),
+        embedder=make_embedder(settings) if searching else None,
+        dm_policy=settings.dm_memory_policy,
+    )
+    try:
+        context = memory.build_context(
+            args.agent, args.channel, tenant=args.tenant, query=args.query, budget_tokens=budget
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
+    if args.json:
+        print(json.dumps(context.model_dump(mode="json"), indent=2))
+        return 0
+    messages = context.render()
+    for message in messages:
+        print(f"[{message['role']}]\n{message['content']}\n")
+    cut = context.dropped_by_section()
+    shown = ", ".join(f"{section} {len(keys)}" for section, keys in cut.items())
+    print(
+        f"({context.used_tokens} of {context.budget_tokens} tokens"
+        + (f"; cut: {shown})" if shown else ")")
+    )
     return 0
 
 

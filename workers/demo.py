@@ -9,7 +9,9 @@ from importlib.resources import files
 from pathlib import Path
 
 from memsync.producer import Producer
-from memsync.settings import Settings
+from memsync.reading import Memory
+from memsync.settings import EMBED_QUEUE, Settings
+from pipeline.embedder import make_embedder
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, recall
 from pipeline.graph.schema import init_schema
@@ -76,10 +78,23 @@ def run_demo(settings: Settings) -> int:
                     page_cache_mb=settings.neo4j_page_cache_mb,
                 )
             )
-        init_schema(runtime.graph())
+        embedder = make_embedder(settings)
+        # Vector indexes too (as `memsync graph init`), so recall can search by meaning.
+        init_schema(runtime.graph(), vector_dimensions=embedder.dimensions if embedder else None)
         print("starting a Celery worker ...")
         log = scratch / "worker.log"
         started.append(services.start_worker(worker_env(settings), log, name="memsync-demo"))
+        if embedder is not None:
+            # Embedding runs on its own queue and worker, never on the sync path.
+            started.append(
+                services.start_worker(
+                    worker_env(settings),
+                    scratch / "embed-worker.log",
+                    name="memsync-demo-embed",
+                    queues=[EMBED_QUEUE],
+                    concurrency=1,
+                )
+            )
         return _play(settings)
     finally:
         runtime.close()
@@ -136,7 +151,29 @@ def _play(settings: Settings) -> int:
         what = "message" if kind == "dropped" else "agent"
         who = subject.removeprefix(f"{tenant}:")
         print(f"  {event_id:<8} {what:<8} {who:<10} {REASONS.get(reason, reason)}")
+    _show_reading(settings, tenant)
     if unfinished:
         print(f"\nnot finished in time: {', '.join(unfinished)}")
         return 1
     return 0
+
+
+def _show_reading(settings: Settings, tenant: str) -> None:
+    """Memory given back: one agent's assembled context for a channel, and one recall."""
+    memory = Memory(
+        runtime.graph(), embedder=make_embedder(settings), dm_policy=settings.dm_memory_policy
+    )
+    context = memory.build_context(
+        "a-travel", "ch-trip", tenant=tenant, query="seat budget", budget_tokens=600
+    )
+    print("\n== what Travel Agent is told before answering in #ch-trip (memsync context) ==")
+    for message in context.render():
+        print(f"[{message['role']}]")
+        print("\n".join(f"  {line}" for line in message["content"].splitlines()))
+    print(f"({context.used_tokens} of {context.budget_tokens} tokens)")
+    query = "what is the budget"
+    print(f"\n== Finance recalls {query!r} in #ch-trip (memsync recall) ==")
+    items = memory.recall(tenant=tenant, agent_id="a-finance", channel_id="ch-trip", query=query)
+    for item in items:
+        text = item.text.replace("\n", " | ")
+        print(f"  {item.score:.3f} {item.kind:<10} {text}  (evidence: {', '.join(item.evidence)})")

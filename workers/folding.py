@@ -176,6 +176,7 @@ def fold_locked(
     client: redis.Redis,
     graph: GraphStore,
     settings: Settings,
+    *,
     tenant: str,
     agent_key: str,
     channel_key: str,
@@ -259,7 +260,12 @@ def fold(self: Task, tenant: Any, agent_key: Any, channel_key: Any) -> dict[str,
     settings = runtime.settings()
     try:
         outcome = fold_locked(
-            runtime.redis_client(), runtime.graph(), settings, tenant, agent_key, channel_key
+            runtime.redis_client(),
+            runtime.graph(),
+            settings,
+            tenant=tenant,
+            agent_key=agent_key,
+            channel_key=channel_key,
         )
     except (RetryableError, redis.RedisError) as exc:
         # Nothing is lost: the episodes are in the graph and the next turn sends a new check.

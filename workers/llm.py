@@ -14,8 +14,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
@@ -101,12 +102,7 @@ class LLMExtractor:
         self.api_key = api_key
         self.timeout = timeout
         self.rate_limit = rate_limit or RateLimit(5.0)
-        self._call = retry(
-            retry=retry_if_exception_type(LLMError),
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.2),
-            reraise=True,
-        )(self._post)
+        self._call = with_retries(self._post, attempts)
 
     def extract(self, turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]:
         if not turn.messages:
@@ -139,35 +135,69 @@ class LLMExtractor:
         }
 
     def _post(self, body: dict[str, Any]) -> _Answer:
-        self.rate_limit.wait()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(  # noqa: S310 (the URL is the operator's setting)
-            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        content = post_chat(
+            self.url, body, api_key=self.api_key, timeout=self.timeout, rate_limit=self.rate_limit
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                payload = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            exc.close()  # it holds the response's socket
-            if exc.code == 429 or exc.code >= 500:
-                raise LLMError(f"extractor endpoint answered {exc.code}") from exc
-            raise LLMRejected(f"extractor endpoint answered {exc.code}") from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            raise LLMError(f"extractor endpoint unreachable: {exc}") from exc
-        except ValueError as exc:
-            raise LLMError(f"extractor endpoint sent invalid JSON: {exc}") from exc
-        try:
-            content = payload["choices"][0]["message"]["content"]
             return _Answer.model_validate_json(content)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LLMRejected(f"not a chat-completions answer: {exc!r}") from exc
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             field = ".".join(str(p) for p in error["loc"])
             # A model that strays from the format may do better on a second try.
             raise LLMError(f"model answer invalid at {field}: {error['msg']}") from exc
+
+
+T = TypeVar("T")
+
+
+def with_retries(
+    call: Callable[[dict[str, Any]], T], attempts: int
+) -> Callable[[dict[str, Any]], T]:
+    """`call` retried on LLMError (timeouts, 429, 5xx, unusable answers) with jittered backoff;
+    shared by every OpenAI-compatible client (the extractor, the summarizer)."""
+    return retry(
+        retry=retry_if_exception_type(LLMError),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.2),
+        reraise=True,
+    )(call)
+
+
+def post_chat(
+    url: str, body: dict[str, Any], *, api_key: str | None, timeout: float, rate_limit: RateLimit
+) -> str:
+    """POST one chat-completions request (after the rate limit); the assistant message's text.
+
+    Raises LLMError for what may pass (timeouts, 429, 5xx, invalid JSON) and LLMRejected for
+    what will not (other 4xx, a body that is no chat-completions answer).
+    """
+    rate_limit.wait()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(  # noqa: S310 (the URL is the operator's setting)
+        url, data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            payload = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response's socket
+        if exc.code == 429 or exc.code >= 500:
+            raise LLMError(f"LLM endpoint answered {exc.code}") from exc
+        raise LLMRejected(f"LLM endpoint answered {exc.code}") from exc
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        raise LLMError(f"LLM endpoint unreachable: {exc}") from exc
+    except ValueError as exc:
+        raise LLMError(f"LLM endpoint sent invalid JSON: {exc}") from exc
+    try:
+        content = payload["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LLMRejected(f"not a chat-completions answer: {exc!r}") from exc
+    if not isinstance(content, str):
+        # A model that answered without text (null content) may do better on a second try.
+        raise LLMError(f"model answer has no text (content is {type(content).__name__})")
+    return content
 
 
 def proposals_to_items(answer: _Answer, turn: ResolvedTurn) -> list[MemoryItem]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
+from memsync.settings import FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -229,9 +229,9 @@ def start_worker(
     concurrency: int = 2,
     name: str = "memsync",
     detach: bool = False,
-    queues: Sequence[str] = (INGEST_QUEUE, SYNC_QUEUE),
+    queues: Sequence[str] = (INGEST_QUEUE, SYNC_QUEUE, FOLD_QUEUE),
 ) -> Service:
-    """Start a real `celery worker` process on these queues (by default ingest and sync) and
+    """Start a real `celery worker` process on these queues (by default ingest, sync and fold) and
     wait until it is ready."""
     args = [
         sys.executable, "-m", "celery", "-A", "workers.app", "worker",

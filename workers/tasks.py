@@ -23,6 +23,7 @@ from workers import runtime
 from workers.app import app
 from workers.deadletter import DeadLetter
 from workers.embedding import kick_quietly
+from workers.folding import request_folds_quietly
 from workers.isolation import bisect
 from workers.retrying import briefly
 from workers.taskbase import MemsyncTask
@@ -170,6 +171,8 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
     if written:
         kick_quietly()  # new episodes and memories wait for vectors (workers/embedding.py)
+        # Their channels' summaries may be due a fold (workers/folding.py); never waited on.
+        request_folds_quietly((job.tenant, job.agent.key, job.channel.key) for _, job in written)
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
 

@@ -21,6 +21,11 @@ WORKER_SIDE = (
     "pipeline.rules",
     "dateparser",
     "neo4j",
+    # The HTTP API is an optional extra: emitting must work without it installed.
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "memsync.http",
 )
 
 # Port 1 refuses connections at once: the batch is spooled after a real publish attempt, so the
@@ -87,3 +92,37 @@ def test_memsync_exports_the_platform_api() -> None:
     assert {"Producer", "Settings", "emit_turn"} <= set(memsync.__all__)
     for name in memsync.__all__:
         assert getattr(memsync, name) is not None
+
+
+READING_SCRIPT = """
+import json, sys
+import memsync
+plain = sorted(sys.modules)
+import memsync.reading, pipeline.graph.context, pipeline.graph.search
+print(json.dumps({"plain": plain, "reading": sorted(sys.modules)}))
+"""
+
+
+def test_reading_through_memsync_loads_nothing_of_the_worker_side() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", READING_SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # `import memsync` alone defers the graph side (the Neo4j driver) to the first read...
+    assert "neo4j" not in report["plain"]
+    # ...and the read side, once loaded, brings in no Celery, worker or extraction module.
+    loaded = set(report["reading"])
+    assert "neo4j" in loaded
+    assert sorted(name for name in WORKER_SIDE if name != "neo4j" and name in loaded) == []
+    assert sorted(name for name in loaded if name.split(".")[0] in {"celery", "workers"}) == []
+    import memsync
+
+    assert {"recall", "arecall", "build_context", "abuild_context", "Memory"} <= set(
+        memsync.__all__
+    )

@@ -1,0 +1,455 @@
+"""Recall quality: does an agent's memory find the message that answers a question?
+
+Two sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
+channel of named humans observed by one or two synthetic agents, scenes spread over a few agents
+so each agent's memory holds many scenes; each question is searched across the whole memory of
+every agent that observed its scene, and its gold evidence is the answering utterance(s). The
+paraphrase set (bench/data/paraphrases.jsonl, written blind): short conversations with
+distractors, and questions that share few words with the answer.
+
+Memory is written in-process through the real stages and the graph writer (no Celery: this
+measures the read side) into a private Neo4j, then embedded. Retrievers, side by side: the
+graph's keyword, vector and hybrid recall, and a reference plain BM25 over raw messages (alone
+and over +-1 neighbour windows). Scores count a budget of K messages, not K items (see
+bench/recall_metric.py).
+
+FriendsQA questions are split in two halves by a hash of their scene's title (`--split`): a dev
+half that ranking may be designed against and a test half that is only run to report. Memory
+holds every scene either way; the split only chooses which questions are asked.
+
+Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
+[--json [PATH]]`
+(`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.bm25 import BM25, Document, windows
+from bench.recall_metric import CUTOFFS, Scores, messages_needed, score
+from pipeline.extract import RulesExtractor
+from pipeline.graph.writer import write_sync_jobs
+from pipeline.ingest import ingest_turns
+from pipeline.lens import BUILTIN_LENSES
+from pipeline.memorize import memorize
+from pipeline.trust import DirectoryTrustPolicy
+from pipeline.validate import validate_event
+from schemas.event import SCHEMA_VERSION
+from schemas.records import SyncJob
+from tests.datasets import (
+    FRIENDSQA_FILE,
+    TESTS_DATA_DIR,
+    RawEvent,
+    friends_raw_event,
+    friends_scenes,
+    shared_data_dir,
+    slug,
+)
+
+PARAPHRASES = Path(__file__).resolve().parent / "data" / "paraphrases.jsonl"
+FRIENDS_TENANT = "bench-friends"
+PARA_TENANT = "bench-para"
+PARA_AGENT = "a-memory"
+# Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
+PARA_AGENT_SPEAKERS = frozenset({"Support Bot", "Travel Agent"})
+GRAPH_MODES = ("keyword", "vector", "hybrid")
+WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
+BUDGET = max(CUTOFFS)
+SPLITS = ("dev", "test", "all")
+
+Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
+
+
+@dataclass(frozen=True)
+class Case:
+    """One question put to one agent's memory, with the message ids that answer it."""
+
+    agent: str
+    question: str
+    gold: frozenset[str]
+
+
+@dataclass
+class Corpus:
+    """Events to load, and the questions to ask of them."""
+
+    name: str
+    tenant: str
+    events: list[RawEvent]
+    cases: list[Case]
+    notes: list[str] = field(default_factory=list)
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+def data_root(given: Path | None) -> tuple[Path, str | None]:
+    """The data tree to read, and a note when it is only the vendored slice."""
+    slice_note = (
+        "reading the small vendored slice in tests/data: these figures are not comparable "
+        "with the full FriendsQA dev set"
+    )
+    if given is not None:
+        return given, slice_note if given.resolve() == TESTS_DATA_DIR else None
+    try:
+        return shared_data_dir(), None
+    except FileNotFoundError:
+        return TESTS_DATA_DIR, f"../shared/data is absent; {slice_note}"
+
+
+def agent(number: int) -> dict[str, Any]:
+    return {
+        "id": f"a-{number}",
+        "kind": "agent",
+        "display_name": f"Agent {number}",
+        "handle": f"agent{number}",
+    }
+
+
+def scene_half(title: str) -> str:
+    """The half ("dev" or "test") a scene's questions belong to: the low bit of a hash of its
+    title, so the split is fixed, even-ish and blind to the content."""
+    return "dev" if hashlib.sha256(title.encode("utf-8")).digest()[0] % 2 == 0 else "test"
+
+
+def friends_corpus(root: Path, agents: int, limit: int | None, split: str = "all") -> Corpus:
+    """FriendsQA scenes as group channels: scene i is observed by agent i mod n, every other
+    scene by the next agent too; a question is asked of each agent that observed its scene, if
+    the scene is in `split` (every scene is in memory whatever the split)."""
+    scenes = friends_scenes(root)
+    data = json.loads((root / FRIENDSQA_FILE).read_text(encoding="utf-8"))
+    paragraphs = [p for episode in data["data"] for p in episode["paragraphs"]]
+    assert len(paragraphs) == len(scenes)
+    events: list[RawEvent] = []
+    cases: list[Case] = []
+    unanswerable = 0
+    count = len(scenes) if limit is None else min(limit, len(scenes))
+    for position in range(count):
+        scene, qas = scenes[position], paragraphs[position]["qas"]
+        raw = friends_raw_event(scene, position)
+        raw["tenant"] = FRIENDS_TENANT
+        observers = [position % agents]
+        if position % 2 and agents > 1:
+            observers.append((position + 1) % agents)
+        raw["participants"] = [*raw["participants"], *(agent(n) for n in observers)]
+        events.append(raw)
+        said = {m["id"] for m in raw["messages"] if (m["content"] or "").strip()}
+        if split != "all" and scene_half(scene["title"]) != split:
+            continue
+        for qa in qas:
+            gold = {f"{scene['title']}-u{a['utterance_id']}" for a in qa["answers"]} & said
+            if not gold:
+                unanswerable += 1
+                continue
+            cases.extend(Case(f"a-{n}", qa["question"], frozenset(gold)) for n in observers)
+    notes = [f"{count} scenes, {agents} agents, {unanswerable} questions without a kept answer"]
+    name = "FriendsQA dev (in-sample)" if split == "all" else f"FriendsQA dev, {split} half"
+    return Corpus(name, FRIENDS_TENANT, events, cases, notes)
+
+
+def paraphrase_corpus(path: Path = PARAPHRASES) -> Corpus:
+    """The blind paraphrase set: every case its own group channel, all observed by one agent."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    events: list[RawEvent] = []
+    cases: list[Case] = []
+    for position, case in enumerate(c for c in lines if "_header" not in c):
+        people: dict[str, dict[str, Any]] = {}
+        messages: list[dict[str, Any]] = []
+        for index, message in enumerate(case["messages"]):
+            name = message["speaker"]
+            kind = "agent" if name in PARA_AGENT_SPEAKERS else "human"
+            pid = f"{kind[0]}-{slug(name)}"
+            people.setdefault(
+                pid, {"id": pid, "kind": kind, "display_name": name, "handle": slug(name)}
+            )
+            messages.append(
+                {
+                    "id": f"{case['id']}-m{index}",
+                    "role": "ai" if kind == "agent" else "human",
+                    "sender_id": pid,
+                    "content": message["text"],
+                    "created_at": f"2026-02-{1 + position // 24:02d}T{position % 24:02d}:00:"
+                    f"{index:02d}Z",
+                }
+            )
+        people[PARA_AGENT] = {
+            "id": PARA_AGENT,
+            "kind": "agent",
+            "display_name": "Memory",
+            "handle": "memory",
+        }
+        events.append(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "event_id": f"para-{case['id']}",
+                "tenant": PARA_TENANT,
+                "channel": {"id": case["id"], "kind": "group", "title": case["id"]},
+                "participants": list(people.values()),
+                "messages": messages,
+            }
+        )
+        gold = frozenset(f"{case['id']}-m{i}" for i in case["answer"])
+        cases.append(Case(PARA_AGENT, case["question"], gold))
+    return Corpus("paraphrases (blind)", PARA_TENANT, events, cases, [f"{len(cases)} cases"])
+
+
+def sync_jobs(corpus: Corpus) -> list[SyncJob]:
+    """The real stages 1-4 over the corpus (trust open: scene speakers have no grants)."""
+    events = [validate_event(raw) for raw in corpus.events]
+    return ingest_turns(events, {}, DirectoryTrustPolicy("open", {})).jobs
+
+
+# --- reference retrievers --------------------------------------------------------------------
+
+
+def reference_rankers(jobs: Sequence[SyncJob]) -> dict[str, Ranker]:
+    """Plain BM25 per agent over the raw text of every message it observed, and over windows."""
+    channels: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for job in jobs:
+        per_channel = channels.setdefault(job.agent.id, {}).setdefault(job.channel.key, [])
+        per_channel.extend((m.id, m.content) for m in job.messages)
+    raw: dict[str, BM25] = {}
+    windowed: dict[str, BM25] = {}
+    for agent_id, by_channel in channels.items():
+        raw[agent_id] = BM25(
+            [Document(text, (mid,)) for msgs in by_channel.values() for mid, text in msgs]
+        )
+        windowed[agent_id] = BM25([d for msgs in by_channel.values() for d in windows(msgs)])
+
+    def ranker(index: dict[str, BM25]) -> Ranker:
+        def rank(agent_id: str, question: str) -> list[list[str]]:
+            return [list(d.evidence) for d in index[agent_id].search(question, BUDGET)]
+
+        return rank
+
+    return {"bm25 raw": ranker(raw), "bm25 +-1": ranker(windowed)}
+
+
+# --- graph retrievers ------------------------------------------------------------------------
+
+
+@dataclass
+class GraphSide:
+    """A private Neo4j holding the corpora, and recall bound to it (or why it is unavailable)."""
+
+    rankers: dict[str, Ranker] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@contextmanager
+def graph_side(corpora: Sequence[tuple[Corpus, list[SyncJob]]]) -> Iterator[GraphSide]:
+    """Start Neo4j, write every corpus through the writer, embed, and bind the three modes."""
+    side = GraphSide()
+    if not corpora:
+        yield side
+        return
+    # Imported here so the reference figures still print while the read side is being built.
+    try:
+        from memsync.settings import Settings
+        from pipeline.embedder import make_embedder
+        from pipeline.graph.embeddings import EMBEDDED_LABELS, embed_pending
+        from pipeline.graph.schema import init_schema
+        from pipeline.graph.search import recall
+        from pipeline.graph.store import GraphStore
+        from schemas.recall import RecallMode, RecallQuery
+        from workers import services
+    except ImportError as exc:
+        side.notes.append(f"graph retrievers unavailable: {exc}")
+        yield side
+        return
+
+    settings = Settings(trust_mode="open", embedder="wordllama")
+    embedder = make_embedder(settings)
+    assert embedder is not None  # embedder="wordllama" always builds one
+    root = Path(tempfile.mkdtemp(prefix="memsync-recall-"))
+    port = services.free_port()
+    started = time.perf_counter()
+    neo4j = services.start_neo4j("127.0.0.1", port, root / "neo4j", settings.state_dir)
+    graph = GraphStore.connect(f"bolt://127.0.0.1:{port}", "neo4j", None, "neo4j")
+    try:
+        init_schema(graph, vector_dimensions=embedder.dimensions)
+        side.timings["start neo4j"] = time.perf_counter() - started
+        started = time.perf_counter()
+        for _, jobs in corpora:
+            for start in range(0, len(jobs), WRITE_BATCH):
+                batch = jobs[start : start + WRITE_BATCH]
+                write_sync_jobs(graph, batch, memorize(batch, RulesExtractor(), BUILTIN_LENSES))
+        side.timings["write memory"] = time.perf_counter() - started
+        started = time.perf_counter()
+        embedded = 0
+        for label in EMBEDDED_LABELS:
+            while True:
+                read, stored = embed_pending(graph, embedder, label, settings.embed_batch)
+                embedded += stored
+                if not read:
+                    break
+                if not stored:  # nodes that stay pending would loop forever: say so instead
+                    side.notes.append(f"{read} {label} nodes could not be embedded")
+                    break
+        side.timings["embed"] = time.perf_counter() - started
+        side.notes.append(f"embedded {embedded} nodes with {embedder.model}")
+
+        def ranker(tenant: str, mode: RecallMode) -> Ranker:
+            def rank(agent_id: str, question: str) -> list[list[str]]:
+                query = RecallQuery(
+                    tenant=tenant, agent_id=agent_id, query=question, limit=BUDGET, mode=mode
+                )
+                items = recall(graph, query, embedder=embedder, dm_policy=settings.dm_memory_policy)
+                return [list(item.evidence) for item in items]
+
+            return rank
+
+        modes: tuple[RecallMode, ...] = ("keyword", "vector", "hybrid")
+        for corpus, _ in corpora:
+            for mode in modes:
+                side.rankers[f"{corpus.tenant}/{mode}"] = ranker(corpus.tenant, mode)
+        yield side
+    finally:
+        graph.close()
+        neo4j.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# --- scoring and report ----------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """Per retriever: the budget each case needed and whether the top item hit, by agent; or
+    the error that stopped it (the other retrievers still report)."""
+
+    needed: dict[str, list[int | None]] = field(default_factory=dict)
+    top1: dict[str, list[bool]] = field(default_factory=dict)
+    # Messages the top item carries: a "top-1 item" hit on a five-message window is lenient.
+    top1_sizes: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def evaluate(cases: Sequence[Case], rank: Ranker) -> Result:
+    result = Result()
+    started = time.perf_counter()
+    for case in cases:
+        try:
+            ranking = rank(case.agent, case.question)
+        except Exception as exc:  # a bench reports a broken retriever and goes on
+            result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            break
+        result.needed.setdefault(case.agent, []).append(messages_needed(ranking, case.gold))
+        first = bool(ranking) and any(m in case.gold for m in ranking[0])
+        result.top1.setdefault(case.agent, []).append(first)
+        result.top1_sizes.append(len(ranking[0]) if ranking else 0)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def overall(result: Result) -> Scores:
+    return score(v for values in result.needed.values() for v in values)
+
+
+def top1_rate(result: Result) -> float:
+    hits = [v for values in result.top1.values() for v in values]
+    return sum(hits) / len(hits) if hits else 0.0
+
+
+def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
+    """Print one corpus's table (overall, then recall@10 per agent) and return it as JSON."""
+    print(f"\n{corpus.name}: {len(corpus.cases)} questions ({'; '.join(corpus.notes)})")
+    heads = " ".join(f"{'R@' + str(k):>6}" for k in CUTOFFS)
+    print(f"{'retriever':<12} {'top-1 item':>10} {'size':>5} {heads} {'MRR':>6} {'ms/q':>6}")
+    figures: dict[str, Any] = {}
+    agents = sorted({c.agent for c in corpus.cases})
+    for name, result in results.items():
+        if result.error is not None:
+            print(f"{name:<12} failed: {result.error}")
+            figures[name] = {"error": result.error}
+            continue
+        scores = overall(result)
+        per_query = 1000 * result.seconds / max(1, scores.questions)
+        recalls = " ".join(f"{scores.recall[k]:>6.3f}" for k in CUTOFFS)
+        top1 = top1_rate(result)
+        size = sum(result.top1_sizes) / max(1, len(result.top1_sizes))
+        print(
+            f"{name:<12} {top1:>10.3f} {size:>5.1f} {recalls} {scores.mrr:>6.3f} {per_query:>6.1f}"
+        )
+        figures[name] = {
+            **scores.as_json(),
+            "top1_item": round(top1, 4),
+            "top1_item_messages": round(size, 2),
+            "ms_per_question": round(per_query, 2),
+            "per_agent": {a: score(result.needed.get(a, [])).as_json() for a in agents},
+        }
+    if len(agents) > 1:
+        print(f"recall@{BUDGET} per agent: " + "  ".join(f"{a:>6}" for a in agents))
+        for name, result in results.items():
+            if result.error is None:
+                row = [score(result.needed.get(a, [])).recall[BUDGET] for a in agents]
+                print(f"  {name:<12}               " + "  ".join(f"{v:>6.3f}" for v in row))
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--data", type=Path, help="data tree (default ../shared/data)")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="which half of the FriendsQA questions to ask (scenes split by a hash of the title)",
+    )
+    parser.add_argument("--limit-scenes", type=int, help="only the first N FriendsQA scenes")
+    parser.add_argument("--agents", type=int, default=3, help="agents the scenes spread over")
+    parser.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH", help="also write the figures as JSON"
+    )
+    parser.add_argument("--reference-only", action="store_true", help="no Neo4j, BM25 only")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    root, note = data_root(args.data)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    corpora = [
+        friends_corpus(root, args.agents, args.limit_scenes, args.split),
+        paraphrase_corpus(),
+    ]
+    if note:
+        corpora[0].notes.append("vendored slice")
+    loaded = [(corpus, sync_jobs(corpus)) for corpus in corpora]
+    figures: dict[str, Any] = {"data": str(root), "corpora": {}}
+    with graph_side([] if args.reference_only else loaded) as side:
+        for line in side.notes:
+            print(f"note: {line}", file=sys.stderr)
+        for corpus, jobs in loaded:
+            rankers = reference_rankers(jobs)
+            for mode in GRAPH_MODES:
+                if f"{corpus.tenant}/{mode}" in side.rankers:
+                    rankers[mode] = side.rankers[f"{corpus.tenant}/{mode}"]
+            results = {name: evaluate(corpus.cases, rank) for name, rank in rankers.items()}
+            figures["corpora"][corpus.name] = report(corpus, results)
+    timings = {**side.timings, "total": time.perf_counter() - started}
+    figures["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    figures["notes"] = [*side.notes, *([note] if note else [])]
+    print("\n" + "  ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    if args.json:
+        text = json.dumps(figures, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""Context assembly: everything an agent should be told before it answers in a channel, read
+from the graph within what that channel's audience may hear, then fitted to a token budget.
+
+- Participants present: whoever said, or (agents) observed, one of the channel's latest
+  `PRESENCE_SCAN` episodes that this agent observed (SAID and OBSERVED edges of episodes IN the
+  channel); the agent itself always counts. Nobody else is known to be there.
+- Summary: the agent's current rolling summary of this channel (thread memory stays in it).
+- Facts: current only (not superseded, not expired), about the participants present or the
+  channel, under recall's DM rule (pipeline/graph/cypher/search.py `_audience`): a fact whose
+  every evidence episode is in a DM other than this channel appears only with
+  `dm_policy="same_people"`, and then only when everyone in that DM is a member here.
+  `learnt_in` lists the channels of its evidence. Trust is as stored: an untrusted conversation
+  wrote nothing for the agent, so nothing of it can appear.
+- Commitments: open ones owed by or to the participants present, or to the channel; same rule.
+- Memories: `recall` of `query`, scoped to this channel (none without a query: the platform has
+  the recent window already); items already shown in another section are left out.
+
+The budget and its priority order are pipeline/context.py's.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pipeline.context import DEFAULT_BUDGET_TOKENS, STALE_AFTER_DAYS, fit, is_stale
+from pipeline.embedder import Embedder
+from pipeline.errors import ConfigurationError
+from pipeline.graph.cypher import context as context_cypher
+from pipeline.graph.search import DM_POLICIES, recall
+from pipeline.graph.store import GraphStore
+from pipeline.graph.summaries import current_summary
+from schemas.context import (
+    Context,
+    ContextChannel,
+    ContextCommitment,
+    ContextFact,
+    ContextParty,
+    ContextSummary,
+)
+from schemas.keys import channel_key, participant_key
+from schemas.recall import RecallItem, RecallKind, RecallQuery
+
+# Presence looks this many of the channel's latest episodes back (bounded work per call).
+PRESENCE_SCAN: Final = 1000
+# At most this many facts and commitments are read; the budget cuts them further.
+MAX_READ: Final = 500
+DEFAULT_RECALL_LIMIT: Final = 10
+_RECALL_KINDS: Final[tuple[RecallKind, ...]] = ("episode", "fact", "commitment")
+
+
+def build_context(
+    graph: GraphStore,
+    tenant: str,
+    agent_id: str,
+    channel_id: str,
+    *,
+    query: str | None = None,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    embedder: Embedder | None = None,
+    dm_policy: str = "never",
+    recall_limit: int = DEFAULT_RECALL_LIMIT,
+    stale_after_days: int = STALE_AFTER_DAYS,
+    now: datetime | None = None,
+) -> Context:
+    """The agent's context for the channel, fitted to `budget_tokens` (see the module doc)."""
+    if dm_policy not in DM_POLICIES:
+        raise ConfigurationError(
+            f"dm_memory_policy must be one of {', '.join(DM_POLICIES)} (got {dm_policy!r})"
+        )
+    if budget_tokens < 0:
+        raise ConfigurationError(f"budget_tokens must be at least 0 (got {budget_tokens})")
+    now = now or datetime.now(UTC)
+    recall_query = (
+        RecallQuery(
+            tenant=tenant,
+            agent_id=agent_id,
+            channel_id=channel_id,
+            query=query,
+            limit=recall_limit,
+            # This channel's summary is its own section already; recall never adds another.
+            kinds=_RECALL_KINDS,
+        )
+        if query and query.strip()
+        else None
+    )
+    agent_key = participant_key(tenant, agent_id)
+    chan_key = channel_key(tenant, channel_id)
+    params: dict[str, Any] = {
+        "tenant": tenant,
+        "agent_key": agent_key,
+        "channel_key": chan_key,
+        "dm_policy": dm_policy,
+        "now": now,
+        "scan": PRESENCE_SCAN,
+        "limit": MAX_READ,
+    }
+    with graph.session(write=False) as session:
+        info = session.run(context_cypher.CHANNEL_INFO, params).single(strict=True)
+        present = [_native(dict(r)) for r in session.run(context_cypher.PRESENT, params)]
+        parties = {row["key"]: _party(row) for row in present}
+        agent = parties.get(agent_key) or ContextParty(
+            id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
+        )
+        parties.setdefault(agent_key, agent)
+        subjects = {**parties}
+        channel = ContextChannel(id=channel_id, kind=info["kind"], title=info["title"])
+        params["subject_keys"] = [*subjects, chan_key]
+        fact_rows = [_native(dict(r)) for r in session.run(context_cypher.FACTS, params)]
+        commitment_rows = [
+            _native(dict(r)) for r in session.run(context_cypher.COMMITMENTS, params)
+        ]
+    here = ContextParty(id=channel_id, label=f"everyone in {channel.name}")
+    facts = [
+        _fact(row, subjects, chan_key, here, now=now, stale_after_days=stale_after_days)
+        for row in fact_rows
+    ]
+    commitments = [_commitment(row) for row in commitment_rows]
+    summary = _summary(graph, tenant, agent_id, channel_id)
+    shown = {f.key for f in facts} | {c.key for c in commitments}
+    if summary is not None:
+        shown.add(summary.key)
+    memories: list[RecallItem] = []
+    if recall_query is not None:
+        found = recall(graph, recall_query, embedder=embedder, dm_policy=dm_policy)
+        memories = [item for item in found if item.key not in shown]
+    return fit(
+        Context(
+            tenant=tenant,
+            agent=agent,
+            channel=channel,
+            query=query if recall_query is not None else None,
+            summary=summary,
+            participants=list(parties.values()),
+            commitments=commitments,
+            facts=facts,
+            memories=memories,
+            stale_after_days=stale_after_days,
+            budget_tokens=budget_tokens,
+        )
+    )
+
+
+def _summary(
+    graph: GraphStore, tenant: str, agent_id: str, channel_id: str
+) -> ContextSummary | None:
+    view = current_summary(graph, tenant, agent_id, channel_id)
+    if view is None or not view.text.strip():
+        return None
+    return ContextSummary(
+        key=view.key, text=view.text, version=view.version, covers_until=view.covers_until
+    )
+
+
+def _party(row: dict[str, Any]) -> ContextParty:
+    return ContextParty(
+        id=row["id"], label=row["label"] or row["id"], is_agent=bool(row["is_agent"])
+    )
+
+
+def _fact(
+    row: dict[str, Any],
+    subjects: dict[str, ContextParty],
+    chan_key: str,
+    here: ContextParty,
+    *,
+    now: datetime,
+    stale_after_days: int,
+) -> ContextFact:
+    subject = here if row["subject_key"] == chan_key else subjects[row["subject_key"]]
+    return ContextFact(
+        key=row["key"],
+        subject_id=subject.id,
+        subject_label=subject.label,
+        text=row["text"] or "",
+        source=row["source"],
+        stated_by_id=row["stated_by_id"],
+        stated_by_label=row["stated_by_label"],
+        stated_at=row["stated_at"],
+        last_confirmed=row["last_confirmed"],
+        stale=is_stale(row["last_confirmed"], now, stale_after_days),
+        learnt_in=list(row["learnt_in"]),
+        evidence=list(row["evidence"]),
+    )
+
+
+def _commitment(row: dict[str, Any]) -> ContextCommitment:
+    owed_to = None
+    if row["to_id"] is not None:
+        label = f"everyone in #{row['to_id']}" if row["to_channel"] else row["to_label"]
+        owed_to = ContextParty(id=row["to_id"], label=label or row["to_id"])
+    return ContextCommitment(
+        key=row["key"],
+        text=row["text"] or "",
+        owed_by=ContextParty(
+            id=row["by_id"], label=row["by_label"] or row["by_id"], is_agent=bool(row["by_agent"])
+        ),
+        owed_to=owed_to,
+        due=row["due"],
+        opened_at=row["opened_at"],
+        source=row["source"],
+        learnt_in=list(row["learnt_in"]),
+        evidence=list(row["evidence"]),
+    )
+
+
+def _native(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}

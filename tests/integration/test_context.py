@@ -1,0 +1,277 @@
+"""Context assembly on real services: turns go through the worker, summaries are written by the
+summary writer, then an agent's context for a channel is built from Neo4j. The leakage cases:
+another channel's thread memory, DM-learnt facts under each policy, another tenant, and
+superseded, expired or untrusted material."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memsync.producer import Producer
+from memsync.reading import Memory
+from memsync.settings import Settings
+from pipeline.graph.context import build_context
+from pipeline.graph.directory import grant_trust
+from pipeline.graph.reader import agent_facts
+from pipeline.graph.store import GraphStore
+from pipeline.graph.summaries import NewSummary, Position, write_summary
+from schemas.context import Context
+from schemas.keys import channel_key, episode_key, participant_key
+from tests.integration.test_operations import cli
+from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
+from workers import services
+from workers.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+CH_A = {"id": "ch-a", "kind": "group", "title": "Trip A"}
+CH_B = {"id": "ch-b", "kind": "group", "title": "Trip B"}
+DM = {"id": "dm-sarah", "kind": "dm"}
+PUBLIC = {"id": "ch-pub", "kind": "public", "title": "Open lounge"}
+AISLE = "Sarah (@sarah) prefers aisle seat"
+ALLERGY = "Sarah (@sarah)'s allergy is peanuts"
+
+
+def turns(tenant: str) -> list[Any]:
+    return [
+        event(
+            tenant,
+            "ev-a",
+            CH_A,
+            [DEVON, SARAH, TRAVEL],
+            [
+                msg("a1", "user", "u-sarah", "I prefer an aisle seat", 1),
+                msg("a2", "user", "u-devon", "I prefer a window seat", 2),
+                msg("a3", "user", "u-devon", "Actually I prefer an aisle seat now", 3),
+                msg("a4", "user", "u-devon", "Sarah, I'll send the hotel list by Friday", 4),
+                msg("a5", "user", "u-sarah", "What is the hotel budget?", 5),
+            ],
+        ),
+        event(
+            tenant,
+            "ev-b",
+            CH_B,
+            [DEVON, TRAVEL],
+            [msg("b1", "user", "u-devon", "The hotel shuttle in Lyon was broken", 6)],
+        ),
+        event(
+            tenant,
+            "ev-d",
+            DM,
+            [SARAH, TRAVEL],
+            [msg("d1", "user", "u-sarah", "I am allergic to peanuts", 7)],
+        ),
+        # Public: untrusted, so nothing of it may become the agent's memory.
+        event(
+            tenant,
+            "ev-p",
+            PUBLIC,
+            [DEVON, TRAVEL],
+            [msg("p1", "user", "u-devon", "I prefer first class hotel suites", 8)],
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class World:
+    tenant: str
+    other: str  # a second tenant with the same conversations and ids
+
+
+def summary_text(tenant: str, channel: str) -> str:
+    return f"[2026-11-29] summary of {channel} for {tenant}: the hotel plan"
+
+
+def write_channel_summary(graph: GraphStore, tenant: str, channel: str, last: str) -> None:
+    agent_key = participant_key(tenant, "a-travel")
+    written = write_summary(
+        graph,
+        NewSummary(
+            tenant=tenant,
+            agent_key=agent_key,
+            channel_key=channel_key(tenant, channel),
+            expected_version=0,
+            text=summary_text(tenant, channel),
+            covers_until=Position(
+                created_at=datetime(2026, 11, 29, 10, 6, tzinfo=UTC),
+                key=episode_key(tenant, channel, last),
+            ),
+            folds_since_anchor=0,
+            anchored=True,
+            summarizer="extractive",
+        ),
+    )
+    assert written == 1
+
+
+@pytest.fixture(scope="module")
+def world(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> Iterator[World]:
+    tenants = [f"x{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    producer = Producer(settings)
+    try:
+        for tenant in tenants:
+            grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+            emit_and_wait(producer, ledger, turns(tenant))
+            write_channel_summary(graph, tenant, "ch-a", "a5")
+            write_channel_summary(graph, tenant, "ch-b", "b1")
+    finally:
+        producer.close(timeout=10)
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    yield World(*tenants)
+
+
+def context(graph: GraphStore, world: World, channel: str = "ch-a", **options: Any) -> Context:
+    return build_context(graph, world.tenant, "a-travel", channel, **options)
+
+
+def rendered(ctx: Context) -> str:
+    return "\n".join(m["content"] for m in ctx.render())
+
+
+def fact_texts(ctx: Context) -> list[str]:
+    return [f.text for f in ctx.facts]
+
+
+def test_a_channel_context_has_its_summary_people_facts_and_commitments(
+    graph: GraphStore, world: World
+) -> None:
+    ctx = context(graph, world, query="hotel budget")
+    assert ctx.summary is not None and ctx.summary.text == summary_text(world.tenant, "ch-a")
+    assert {p.id for p in ctx.participants} == {"u-devon", "u-sarah", "a-travel"}
+    assert AISLE in fact_texts(ctx)
+    aisle = next(f for f in ctx.facts if f.text == AISLE)
+    assert aisle.learnt_in == ["ch-a"] and aisle.evidence == ["a1"] and not aisle.stale
+    assert aisle.source == "self_stated"
+    [promise] = ctx.commitments
+    assert promise.owed_by.id == "u-devon" and promise.evidence == ["a4"]
+    assert any("a5" in m.evidence for m in ctx.memories)
+    assert ctx.used_tokens <= ctx.budget_tokens
+    text = rendered(ctx)
+    assert f"- {AISLE} (self-stated)" in text
+    assert "## Open commitments" in text
+
+
+def test_another_channels_thread_memory_never_appears(graph: GraphStore, world: World) -> None:
+    ctx = context(graph, world, query="hotel shuttle Lyon broken", budget_tokens=8000)
+    assert ctx.summary is not None and "ch-b" not in ctx.summary.text
+    episodes = [m for m in ctx.memories if m.kind in ("episode", "summary")]
+    assert all(m.channel_id == "ch-a" for m in episodes), episodes
+    assert "b1" not in {e for m in ctx.memories for e in m.evidence}
+    text = rendered(ctx)
+    assert (
+        "shuttle in Lyon was broken" not in text and summary_text(world.tenant, "ch-b") not in text
+    )
+    # Channel B's own context does have them: the filter is the scope, not missing data.
+    in_b = context(graph, world, "ch-b", query="hotel shuttle Lyon broken")
+    assert in_b.summary is not None and in_b.summary.text == summary_text(world.tenant, "ch-b")
+    assert any("b1" in m.evidence for m in in_b.memories)
+    assert {p.id for p in in_b.participants} == {"u-devon", "a-travel"}
+
+
+def test_a_dm_fact_follows_the_policy(graph: GraphStore, world: World) -> None:
+    assert ALLERGY in fact_texts(context(graph, world, "dm-sarah"))
+    assert ALLERGY not in fact_texts(context(graph, world, "ch-a"))
+    assert ALLERGY not in rendered(context(graph, world, "ch-a", query="peanuts allergy"))
+    # same_people: everyone in the DM (Sarah) is here in ch-a...
+    allowed = context(graph, world, "ch-a", dm_policy="same_people")
+    fact = next(f for f in allowed.facts if f.text == ALLERGY)
+    assert fact.learnt_in == ["dm-sarah"]
+    # ...but Sarah was never seen in ch-b, and the fact is about her: it stays out.
+    assert ALLERGY not in fact_texts(context(graph, world, "ch-b", dm_policy="same_people"))
+
+
+def test_another_tenant_never_appears(graph: GraphStore, world: World) -> None:
+    ctx = context(graph, world, query="hotel seat", budget_tokens=8000)
+    keys = [
+        *(f.key for f in ctx.facts),
+        *(c.key for c in ctx.commitments),
+        *(m.key for m in ctx.memories),
+    ]
+    assert keys and all(k.startswith(world.tenant) for k in keys), keys
+    assert ctx.summary is not None and ctx.summary.key.startswith(world.tenant)
+    assert world.other not in rendered(ctx)
+    theirs = build_context(graph, world.other, "a-travel", "ch-a", query="hotel seat")
+    assert theirs.summary is not None and world.other in theirs.summary.text
+    assert not set(keys) & {f.key for f in theirs.facts}
+
+
+def test_superseded_expired_and_untrusted_never_appear_as_current(
+    graph: GraphStore, world: World
+) -> None:
+    ctx = context(graph, world, query="window seat first class")
+    devon = [f.text for f in ctx.facts if f.subject_id == "u-devon"]
+    assert "Devon (@devon) prefers aisle seat" in devon
+    assert "Devon (@devon) prefers window seat" not in devon  # superseded
+    assert "first class hotel suites" not in rendered(ctx)  # said in public: untrusted
+    assert not any("p1" in m.evidence for m in ctx.memories)
+    # The public channel holds nothing for the agent at all.
+    public = context(graph, world, "ch-pub", query="first class")
+    assert (public.summary, public.facts, public.memories) == (None, [], [])
+    assert [p.id for p in public.participants] == ["a-travel"]
+    # Expiry: current until its expires_at, stale once unconfirmed past the threshold, and
+    # gone after it expires.
+    [aisle] = [f for f in agent_facts(graph, world.tenant, "a-travel") if f.text == AISLE]
+    assert aisle.expires_at is not None
+    later = aisle.last_confirmed + timedelta(days=100)
+    assert later < aisle.expires_at
+    stale = next(f for f in context(graph, world, now=later).facts if f.text == AISLE)
+    assert stale.stale
+    assert "stale: last confirmed" in rendered(context(graph, world, now=later))
+    expired = context(graph, world, now=aisle.expires_at + timedelta(days=1))
+    assert AISLE not in fact_texts(expired)
+
+
+def test_a_small_budget_cuts_by_priority(graph: GraphStore, world: World) -> None:
+    whole = context(graph, world, query="hotel budget", budget_tokens=8000)
+    assert whole.dropped == []
+    small = context(graph, world, query="hotel budget", budget_tokens=whole.used_tokens - 1)
+    assert small.used_tokens < whole.used_tokens
+    assert small.dropped and small.dropped[-1].section == "memories"
+    assert small.summary == whole.summary
+
+
+def test_the_platform_api_sync_and_async(
+    graph: GraphStore, world: World, settings: Settings
+) -> None:
+    with Memory.from_settings(settings) as memory:
+        ctx = memory.build_context("a-travel", "ch-a", tenant=world.tenant, query="hotel")
+        actx = asyncio.run(
+            memory.abuild_context("a-travel", "ch-a", tenant=world.tenant, query="hotel")
+        )
+        items = asyncio.run(
+            memory.arecall(
+                tenant=world.tenant,
+                agent_id="a-travel",
+                query="aisle seat",
+                kinds=("episode", "fact"),
+            )
+        )
+    assert ctx.summary == actx.summary and fact_texts(ctx) == fact_texts(actx)
+    assert any(i.kind == "fact" and i.text == AISLE for i in items)
+
+
+def test_cli_context(settings: Settings, world: World) -> None:
+    args = ("context", "--agent", "a-travel", "--channel", "ch-a", "--tenant", world.tenant)
+    shown = cli(settings, *args, "--query", "hotel budget", "--json")
+    assert shown.returncode == 0, shown.stderr
+    ctx = Context.model_validate(json.loads(shown.stdout))
+    assert ctx.summary is not None and ctx.summary.text == summary_text(world.tenant, "ch-a")
+    assert AISLE in fact_texts(ctx) and ALLERGY not in fact_texts(ctx)
+    human = cli(settings, *args, "--budget", "300")
+    assert human.returncode == 0, human.stderr
+    assert "# Memory for Travel Agent (@travel) in #ch-a (Trip A)" in human.stdout
+    assert "of 300 tokens" in human.stdout
+    refused = cli(settings, *args, "--budget", "-1")
+    assert refused.returncode == 2 and "budget" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
