@@ -1,0 +1,560 @@
+"""Read-side latency and embedding lag, on a private Neo4j holding one large tenant.
+
+Per size (episodes in the tenant, grown in place: 10k, then 100k, then 1M), bench/bulkload.py
+loads the tenant (its shape is described there), the embed worker's own `drain` embeds the
+backlog with the real embedder, and once every index is online N queries (held-out FriendsQA
+questions and IRC lines, each for a random agent, half of them in one of its channels) are timed
+for recall keyword-only, recall hybrid, and build_context with the query (always in a channel,
+which build_context needs). The first query of each kind after loading is reported apart
+("cold"), then a warm-up, then the measured queries. A breakdown per Cypher statement, and
+PROFILE of the costliest one, say where the time goes.
+
+Then embedding lag under sustained ingest: episodes are written at a steady rate (bulk path, a
+separate tenant in the same graph) while another process runs `drain` in a loop, and the
+backlog and the age of the oldest unembedded episode are sampled every second.
+
+Run: `.venv/bin/python -m bench.latency [--sizes 10000,100000] [--queries 200] [--json [PATH]]`
+(add 1000000 to the sizes for 1M; see docs/benchmarks.md "Read latency").
+Neo4j gets a 4 GB heap and a 6 GB page cache (enough for the whole 1M-episode store to stay in
+memory on the 24 GB machine); change with --heap-mb and --page-cache-mb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import neo4j
+
+from bench.bulkload import Corpus, Tenant, ensure_people, load, load_corpus, shape_check, write_rows
+from memsync.settings import Settings
+from pipeline.embedder import Embedder, make_embedder
+from pipeline.graph.cypher import bulkload as bulk_cypher
+from pipeline.graph.cypher import search as search_cypher
+from pipeline.graph.schema import init_schema
+from pipeline.graph.search import recall
+from pipeline.graph.store import GraphStore
+from schemas.recall import RecallMode, RecallQuery
+from tests.datasets import TESTS_DATA_DIR, shared_data_dir
+from workers import services
+
+TENANT = "bench-latency"
+LAG_TENANT = "bench-lag"
+WARMUP = 20
+TARGET_P95_MS = 50.0
+KINDS = ("recall keyword", "recall hybrid", "build_context")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0-100) of a non-empty sample."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values),
+    }
+
+
+# -- per-statement timing ---------------------------------------------------------------------
+
+
+def _statement_names() -> dict[str, str]:
+    """Every read-side statement text -> its constant's name, for the breakdown."""
+    names: dict[str, str] = {}
+    modules: list[Any] = [search_cypher]
+    for module_name in ("context", "summary"):
+        try:
+            modules.append(__import__(f"pipeline.graph.cypher.{module_name}", fromlist=["_"]))
+        except ImportError:
+            continue
+    for module in modules:
+        short = module.__name__.rsplit(".", 1)[-1]
+        for attr, value in vars(module).items():
+            if attr.startswith("_"):
+                continue
+            if isinstance(value, str):
+                names.setdefault(value, f"{short}.{attr}")
+            elif isinstance(value, dict):
+                for label, text in value.items():
+                    if isinstance(text, str):
+                        names.setdefault(text, f"{short}.{attr}[{label}]")
+    return names
+
+
+@dataclass
+class Timings:
+    """Wall time per statement (run and fetch every record), and the slowest call's params."""
+
+    ms: dict[str, list[float]] = field(default_factory=dict)
+    slowest: dict[str, tuple[float, str, dict[str, Any]]] = field(default_factory=dict)
+
+
+class _Fetched:
+    """A result already fetched: iterable, with single() and consume() like the driver's."""
+
+    def __init__(self, records: list[neo4j.Record]) -> None:
+        self.records = records
+
+    def __iter__(self) -> Iterator[neo4j.Record]:
+        return iter(self.records)
+
+    def single(self, strict: bool = False) -> neo4j.Record | None:
+        if len(self.records) != 1:
+            if strict:
+                raise ValueError(f"expected one record, got {len(self.records)}")
+            return self.records[0] if self.records else None
+        return self.records[0]
+
+    def consume(self) -> None:
+        return None
+
+
+class _TimedSession:
+    def __init__(self, session: neo4j.Session, timings: Timings, names: dict[str, str]) -> None:
+        self._session = session
+        self._timings = timings
+        self._names = names
+
+    def run(self, statement: str, parameters: dict[str, Any] | None = None, **kw: Any) -> Any:
+        params = {**(parameters or {}), **kw}
+        started = time.perf_counter()
+        records = list(self._session.run(statement, params))
+        ms = (time.perf_counter() - started) * 1000
+        name = self._names.get(statement, " ".join(statement.split())[:48])
+        self._timings.ms.setdefault(name, []).append(ms)
+        if ms > self._timings.slowest.get(name, (0.0, "", {}))[0]:
+            self._timings.slowest[name] = (ms, statement, params)
+        return _Fetched(records)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+class TimedGraph(GraphStore):
+    """A GraphStore whose sessions time every statement they run."""
+
+    def timed(self, timings: Timings) -> GraphStore:
+        names = _statement_names()
+        outer = self
+
+        class _Store(GraphStore):
+            @contextmanager
+            def session(self, *, write: bool = True) -> Iterator[neo4j.Session]:
+                with GraphStore.session(outer, write=write) as session:
+                    yield _TimedSession(session, timings, names)  # type: ignore[misc]
+
+        return _Store(driver=self.driver, database=self.database, health=self.health)
+
+
+def profile(graph: GraphStore, statement: str, params: dict[str, Any]) -> list[str]:
+    """PROFILE a statement; the operator tree with rows, db hits and time per operator."""
+    with graph.session(write=False) as session:
+        result = session.run("PROFILE " + statement, params)
+        summary_ = result.consume()
+    lines: list[str] = []
+
+    def walk(op: Any, depth: int) -> None:
+        args = op.get("args", {}) if isinstance(op, dict) else {}
+        details = str(args.get("Details", ""))[:90]
+        rows = op.get("rows", "?")
+        hits = op.get("dbHits", "?")
+        t = args.get("Time")
+        took = f"{int(t) / 1e6:8.2f} ms" if isinstance(t, int) else "        "
+        lines.append(
+            f"{'  ' * depth}{op.get('operatorType', '?'):<32} rows {rows!s:>8} "
+            f"hits {hits!s:>9} {took}  {details}"
+        )
+        for child in op.get("children", []):
+            walk(child, depth + 1)
+
+    if summary_.profile is not None:
+        walk(summary_.profile, 0)
+    return lines
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One benchmark query: whose memory, which channel (or none), the question."""
+
+    agent_id: str
+    channel_id: str | None
+    context_channel: str
+    text: str
+
+
+def asks(tenant: Tenant, corpus: Corpus, count: int, seed: int) -> list[Ask]:
+    rng = random.Random(seed)
+    by_agent: dict[str, list[str]] = {}
+    for room in tenant.channels:
+        for member in room.agents:
+            by_agent.setdefault(member.id, []).append(room.id)
+    agents = sorted(by_agent)
+    result = []
+    for _ in range(count):
+        agent_id = rng.choice(agents)
+        channel_id = rng.choice(by_agent[agent_id])
+        scoped = channel_id if rng.random() < 0.5 else None
+        result.append(Ask(agent_id, scoped, channel_id, rng.choice(corpus.queries)))
+    return result
+
+
+Runner = Callable[[GraphStore, Ask], object]
+
+
+def runners(embedder: Embedder, dm_policy: str) -> dict[str, Runner]:
+    def recall_in(mode: RecallMode) -> Runner:
+        def run(graph: GraphStore, ask: Ask) -> object:
+            query = RecallQuery(
+                tenant=TENANT,
+                agent_id=ask.agent_id,
+                channel_id=ask.channel_id,
+                query=ask.text,
+                mode=mode,
+            )
+            return recall(graph, query, embedder=embedder, dm_policy=dm_policy)
+
+        return run
+
+    result: dict[str, Runner] = {
+        "recall keyword": recall_in("keyword"),
+        "recall hybrid": recall_in("hybrid"),
+    }
+    try:
+        from pipeline.graph.context import build_context
+    except ImportError:
+        return result
+
+    def context(graph: GraphStore, ask: Ask) -> object:
+        return build_context(
+            graph,
+            TENANT,
+            ask.agent_id,
+            ask.context_channel,
+            query=ask.text,
+            embedder=embedder,
+            dm_policy=dm_policy,
+        )
+
+    result["build_context"] = context
+    return result
+
+
+def measure(
+    graph: TimedGraph, run: dict[str, Runner], queries: Sequence[Ask], warm: Sequence[Ask]
+) -> tuple[dict[str, Any], dict[str, Timings]]:
+    """Cold first query, warm-up, then every query per kind; and per-statement timings."""
+    figures: dict[str, Any] = {}
+    timings: dict[str, Timings] = {}
+    for kind, runner in run.items():
+        started = time.perf_counter()
+        runner(graph, warm[0])
+        cold = (time.perf_counter() - started) * 1000
+        for ask in warm[1:]:
+            runner(graph, ask)
+        took = []
+        for ask in queries:
+            started = time.perf_counter()
+            runner(graph, ask)
+            took.append((time.perf_counter() - started) * 1000)
+        figures[kind] = {"cold_ms": cold, **summary(took)}
+        # A second pass with every statement timed (slower by the proxy's bookkeeping only).
+        timings[kind] = Timings()
+        timed = graph.timed(timings[kind])
+        for ask in queries[: max(20, len(queries) // 4)]:
+            runner(timed, ask)
+    return figures, timings
+
+
+# -- embedding --------------------------------------------------------------------------------
+
+
+def embed_all(graph: GraphStore, embedder: Embedder, batch: int) -> tuple[int, float]:
+    """Drain the whole backlog with the embed worker's own drain; (nodes stored, seconds)."""
+    from workers.embedding import drain
+
+    started = time.perf_counter()
+    stored = 0
+    while True:
+        _, done, more = drain(graph, embedder, batch, run_seconds=600)
+        stored += done
+        if not more:
+            return stored, time.perf_counter() - started
+
+
+def _embed_loop(uri: str, batch: int, stop: Any, counts: Any) -> None:
+    """The embed side of the lag test (own process): drain continuously until told to stop."""
+    from workers.embedding import drain
+
+    embedder = make_embedder(Settings(embedder="wordllama"))
+    assert embedder is not None
+    graph = GraphStore.connect(uri, "neo4j", None, "neo4j")
+    try:
+        while not stop.is_set():
+            _, stored, more = drain(graph, embedder, batch, run_seconds=30)
+            with counts.get_lock():
+                counts.value += stored
+            if not stored and not more:
+                stop.wait(0.2)
+    finally:
+        graph.close()
+
+
+def lag_run(
+    graph: GraphStore, uri: str, corpus: Corpus, rate: int, seconds: float, batch: int, base: int
+) -> dict[str, Any]:
+    """Write `rate` episodes/s for `seconds` (ticks of 0.1 s) with an embed process beside;
+    sample backlog and lag every second, then until the backlog is gone."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    counts = context.Value("q", 0)
+    embedder = context.Process(target=_embed_loop, args=(uri, batch, stop, counts), daemon=True)
+    tenant = Tenant(LAG_TENANT, corpus)
+    ensure_people(graph, tenant)
+    samples: list[dict[str, float]] = []
+    per_tick = max(1, rate // 10)
+    written = 0
+    embedder.start()
+    try:
+        started = time.monotonic()
+        next_tick = next_sample = started
+        while time.monotonic() - started < seconds:
+            now = time.monotonic()
+            if now >= next_tick:
+                rows, memories = tenant.rows(
+                    base + written, base + written + per_tick, datetime.now(UTC), datetime.now(UTC)
+                )
+                write_rows(graph, rows, memories)
+                written += per_tick
+                next_tick += 0.1
+            if now >= next_sample:
+                samples.append(_lag_sample(graph, now - started))
+                next_sample += 1.0
+            pause = min(next_tick, next_sample) - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)  # pacing the feed, not waiting for a condition
+        fed = time.monotonic() - started
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            sample = _lag_sample(graph, time.monotonic() - started)
+            samples.append(sample)
+            if sample["pending"] == 0:
+                break
+            time.sleep(1.0)
+        drained = time.monotonic() - started
+    finally:
+        stop.set()
+        embedder.join(60)
+        if embedder.is_alive():
+            embedder.terminate()
+    return {
+        "rate_target": rate,
+        "written": written,
+        "rate_achieved": written / fed,
+        "feed_seconds": fed,
+        "drained_after_s": drained,
+        "max_backlog": max(s["pending"] for s in samples),
+        "max_lag_s": max(s["lag_s"] for s in samples),
+        "embedded": counts.value,
+        "samples": samples,
+    }
+
+
+def _lag_sample(graph: GraphStore, t: float) -> dict[str, float]:
+    with graph.session(write=False) as session:
+        record = session.run(bulk_cypher.EPISODE_LAG, tenant=LAG_TENANT).single(strict=True)
+    oldest = record["oldest"]
+    lag = (datetime.now(UTC) - oldest.to_native()).total_seconds() if oldest is not None else 0.0
+    return {"t": round(t, 1), "pending": int(record["pending"]), "lag_s": round(lag, 2)}
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def _print_table(size: int, figures: dict[str, Any]) -> None:
+    print(f"\n{size:,} episodes  (ms)")
+    print(f"  {'kind':<16}{'cold':>8}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}")
+    for kind, f in figures.items():
+        print(
+            f"  {kind:<16}{f['cold_ms']:8.1f}{f['mean']:8.1f}{f['p50']:8.1f}"
+            f"{f['p95']:8.1f}{f['p99']:8.1f}{f['max']:8.1f}"
+        )
+
+
+def _print_breakdown(timings: dict[str, Timings]) -> dict[str, dict[str, float]]:
+    result: dict[str, dict[str, float]] = {}
+    for kind, t in timings.items():
+        print(f"  per statement, {kind} (median ms per call, calls per query):")
+        queries = max(len(v) for v in t.ms.values()) if t.ms else 1
+        rows = sorted(t.ms.items(), key=lambda kv: -statistics.median(kv[1]) * len(kv[1]))
+        for name, values in rows:
+            med = statistics.median(values)
+            result.setdefault(kind, {})[name] = med
+            print(f"    {name:<44}{med:8.2f}  x{len(values) / queries:.1f}")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="e.g. 10000,100000,1000000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH")
+    parser.add_argument("--rates", default="200,1000,5000", help="episodes/s; empty: skip")
+    parser.add_argument("--lag-seconds", type=float, default=60.0)
+    parser.add_argument("--heap-mb", type=int, default=4096)
+    parser.add_argument("--page-cache-mb", type=int, default=6144)
+    parser.add_argument("--embed-batch", type=int, default=None, help="lag test")
+    parser.add_argument("--load-embed-batch", type=int, default=2048, help="initial embedding")
+    parser.add_argument("--profile-at", type=int, default=100000, help="size to PROFILE at")
+    args = parser.parse_args(argv)
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s)
+    rates = [int(r) for r in args.rates.split(",") if r]
+    try:
+        root = shared_data_dir()
+    except FileNotFoundError:
+        root = TESTS_DATA_DIR
+    out = sys.stderr if args.json == "-" else sys.stdout
+
+    def say(*parts: object) -> None:
+        print(*parts, file=out, flush=True)
+
+    corpus = load_corpus(root)
+    settings = Settings(embedder="wordllama")
+    embedder = make_embedder(settings)
+    assert embedder is not None  # embedder="wordllama" always builds one
+    batch = args.embed_batch or settings.embed_batch
+    say(
+        f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
+        f"{len(corpus.queries):,} held-out queries ({root})"
+    )
+    work = Path(tempfile.mkdtemp(prefix="memsync-latency-"))
+    port = services.free_port()
+    uri = f"bolt://127.0.0.1:{port}"
+    neo = services.start_neo4j(
+        "127.0.0.1",
+        port,
+        work / "neo4j",
+        settings.state_dir,
+        heap_mb=args.heap_mb,
+        page_cache_mb=args.page_cache_mb,
+    )
+    graph = TimedGraph.connect(uri, "neo4j", None, "neo4j")
+    assert isinstance(graph, TimedGraph)
+    report: dict[str, Any] = {
+        "machine": "2 cores, 24 GB",
+        "neo4j": {"heap_mb": args.heap_mb, "page_cache_mb": args.page_cache_mb},
+        "embedder": embedder.model,
+        "embed_batch": {"load": args.load_embed_batch, "lag": batch},
+        "queries": args.queries,
+        "sizes": {},
+    }
+    try:
+        init_schema(graph, vector_dimensions=embedder.dimensions)
+        problems = shape_check(graph, corpus)
+        report["shape_check"] = problems or "identical"
+        say(f"shape check (bulk loader vs writer): {problems or 'identical'}")
+        tenant = Tenant(TENANT, corpus)
+        run = runners(embedder, settings.dm_memory_policy)
+        rng_seed = 8
+        loaded = 0
+        for size in sizes:
+            started = time.perf_counter()
+            for _ in load(graph, tenant, loaded, size):
+                pass
+            loaded = size
+            load_s = time.perf_counter() - started
+            say(f"\nloaded to {size:,} episodes in {load_s:.1f} s")
+            stored, embed_s = embed_all(graph, embedder, args.load_embed_batch)
+            say(f"embedded {stored:,} nodes in {embed_s:.1f} s ({stored / embed_s:,.0f}/s)")
+            started = time.perf_counter()
+            with graph.session() as session:
+                session.run(bulk_cypher.AWAIT_INDEXES, seconds=3600).consume()
+            online_s = time.perf_counter() - started
+            queries = asks(tenant, corpus, args.queries, rng_seed)
+            warm = asks(tenant, corpus, WARMUP, rng_seed + size)
+            figures, timings = measure(graph, run, queries, warm)
+            _print_table(size, figures)
+            breakdown = _print_breakdown(timings)
+            entry: dict[str, Any] = {
+                "load_s": load_s,
+                "embedded": stored,
+                "embed_s": embed_s,
+                "embed_per_s": stored / embed_s if embed_s else None,
+                "indexes_online_s": online_s,
+                "latency_ms": figures,
+                "statement_median_ms": breakdown,
+            }
+            if size == args.profile_at:
+                entry["profile"] = _profile_slowest(graph, timings, say)
+            report["sizes"][str(size)] = entry
+        if rates:
+            base = 0
+            report["lag"] = []
+            say(f"\nembedding lag under sustained ingest ({args.lag_seconds:.0f} s each)")
+            for rate in rates:
+                lag = lag_run(graph, uri, corpus, rate, args.lag_seconds, batch, base)
+                base += lag["written"]
+                report["lag"].append(lag)
+                say(
+                    f"  target {rate:>5}/s  achieved {lag['rate_achieved']:7.0f}/s  "
+                    f"max backlog {lag['max_backlog']:>7,}  max lag {lag['max_lag_s']:6.1f} s  "
+                    f"backlog gone {lag['drained_after_s']:6.1f} s after start"
+                )
+                trace = "  ".join(
+                    f"{s['t']:.0f}s:{s['pending']}"
+                    for s in lag["samples"][:: max(1, len(lag["samples"]) // 12)]
+                )
+                say(f"    backlog over time: {trace}")
+    finally:
+        graph.close()
+        neo.stop()
+    if args.json == "-":
+        json.dump(report, sys.stdout, indent=2, default=str)
+        print()
+    elif args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+
+
+def _profile_slowest(
+    graph: GraphStore, timings: dict[str, Timings], say: Callable[..., None]
+) -> dict[str, Any]:
+    """PROFILE the statement with the largest total time per kind, with its slowest params."""
+    result: dict[str, Any] = {}
+    for kind, t in timings.items():
+        if not t.ms:
+            continue
+        name = max(t.ms, key=lambda n: sum(t.ms[n]))
+        ms, statement, params = t.slowest[name]
+        lines = profile(graph, statement, params)
+        say(f"\n  PROFILE {kind}: {name} (slowest call {ms:.1f} ms)")
+        for line in lines:
+            say(f"    {line}")
+        result[kind] = {"statement": name, "slowest_ms": ms, "plan": lines}
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The latency bench's synthetic tenant and statistics (bench/bulkload.py, bench/latency.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bench.bulkload import BLOCK, CHANNELS, Corpus, Tenant, load_corpus
+from bench.latency import percentile
+from tests.datasets import TESTS_DATA_DIR
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return load_corpus(TESTS_DATA_DIR)
+
+
+def test_held_out_queries_are_never_loaded(corpus: Corpus) -> None:
+    assert corpus.texts and corpus.queries
+    assert not set(corpus.queries) & set(corpus.texts)
+
+
+def test_episode_rows_have_distinct_keys_and_observers_of_their_channel(corpus: Corpus) -> None:
+    tenant = Tenant("t", corpus)
+    rows, memories = tenant.rows(0, 3 * BLOCK * CHANNELS // 2, datetime.now(UTC))
+    assert len({r["key"] for r in rows}) == len(rows)
+    agents = {tenant.channel_key(c): {tenant.key(a) for a in c.agents} for c in tenant.channels}
+    humans = {tenant.channel_key(c): {tenant.key(h) for h in c.humans} for c in tenant.channels}
+    for row in rows:
+        assert set(row["observers"]) == agents[row["channel_key"]]
+        speakers = agents if row["role"] == "ai" else humans
+        assert row["speaker_key"] in speakers[row["channel_key"]]
+    assert memories, "facts and commitments are part of the shape"
+    assert {key for key, _ in memories} <= {tenant.key(a) for a in tenant.agents}
+
+
+def test_growing_a_tenant_continues_where_it_stopped(corpus: Corpus) -> None:
+    tenant = Tenant("t", corpus)
+    now = datetime.now(UTC)
+    whole, _ = tenant.rows(0, 200, now)
+    first, _ = tenant.rows(0, 120, now)
+    rest, _ = tenant.rows(120, 200, now)
+    assert first + rest == whole
+
+
+def test_raw_events_carry_the_same_messages_as_the_bulk_rows(corpus: Corpus) -> None:
+    tenant = Tenant("t", corpus)
+    events = tenant.raw_events(0, 2 * BLOCK)
+    rows, _ = tenant.rows(0, 2 * BLOCK, datetime.now(UTC))
+    sent = [(m["id"], m["content"]) for e in events for m in e["messages"]]
+    assert sent == [(r["id"], r["content"]) for r in rows]
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 95) == 95.0
+    assert percentile(values, 99) == 99.0
+    assert percentile([7.0], 95) == 7.0
