@@ -32,11 +32,14 @@ _OBSERVED_BY_AGENT = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(
 
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
 # this agent observed. Found through the (channel_key, created_at) index; old episodes without
-# channel_key through their IN edge.
+# channel_key through their IN edge. `created_at IS NOT NULL` lets the planner seek that
+# composite index in time order and stop after `$scan` (it needs a predicate on each property);
+# without it every Episode of every tenant is scanned.
 PRESENT: Final = f"""
 CALL () {{
   MATCH (e:{EPISODE})
-  WHERE e.channel_key = $channel_key AND e.tenant = $tenant AND {_OBSERVED_BY_AGENT}
+  WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL AND e.tenant = $tenant
+    AND {_OBSERVED_BY_AGENT}
   WITH e ORDER BY e.created_at DESC LIMIT $scan
   RETURN e
   UNION
