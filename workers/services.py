@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
+
 from memsync.settings import FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import ConfigurationError
 
@@ -152,7 +154,8 @@ class Service:
 def start_redis(
     host: str, port: int, data_dir: Path, *, aof: bool = False, detach: bool = False
 ) -> Service:
-    """Start redis-server on loopback and wait until it answers."""
+    """Start redis-server on loopback and wait until it answers commands (an open port is not
+    enough: while it replays its AOF, Redis refuses every command with LOADING)."""
     _require_loopback(host)
     binary = ensure_redis()
     private_dir(data_dir)
@@ -170,8 +173,19 @@ def start_redis(
         start_new_session=detach,
     )
     service = Service("redis", host, port, process, log_path)
-    _wait(service, lambda: port_open(host, port), timeout=20)
+    _wait(service, lambda: redis_ready(host, port), timeout=60)
     return service
+
+
+def redis_ready(host: str, port: int) -> bool:
+    """True once Redis answers PING (False while it is down or still loading its data)."""
+    client = redis.Redis(host=host, port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
 
 
 def start_neo4j(
