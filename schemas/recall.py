@@ -44,8 +44,10 @@ class RecallQuery(BaseModel):
     sources: tuple[Source, ...] | None = None
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     mode: RecallMode = "hybrid"
-    # Neighbouring messages of a hit (same channel, by time) join it as one item: an answer
-    # often sits next to the message that matched the question.
+    # Neighbouring messages of a hit (same channel, by time, up to `window` either side) are
+    # candidates too, scored by a share of the hit's relevance: an answer often sits next to the
+    # message that matched the question. Chosen messages that follow each other come back as one
+    # item, in time order.
     include_neighbours: bool = True
     window: int = Field(default=1, ge=0, le=2)
     # Superseded or expired facts and closed commitments come back only when asked, and then

@@ -1,17 +1,18 @@
 """Recall by meaning and by keyword: an agent's memory searched within what it may see.
 
-Keyword (Lucene full-text) and, when an embedder and embeddings exist, vector searches run per
-kind of memory; their rankings are fused (reciprocal rank fusion), episode hits grow into
-windows with their neighbouring messages, and the answer fits a budget of `limit` messages.
-Everything is scoped by the agent's own edges (OBSERVED, KNOWS, SUMMARISED) and its tenant, so
-another agent's or tenant's memory cannot appear.
+Each retriever (Lucene full-text; vector, when an embedder and embeddings exist) searches every
+kind of memory; its lists are merged by its own scores, normalised and added with a weight per
+retriever (pipeline/rank.py says why). Episode hits then score with their neighbouring
+messages, the best messages and distilled items fill a budget of `limit` messages, and chosen
+messages that follow each other are shown as one window. Everything is scoped by the agent's
+own edges (OBSERVED, KNOWS, SUMMARISED) and its tenant, so another agent's or tenant's memory
+cannot appear.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import neo4j
@@ -29,7 +30,17 @@ from pipeline.graph.model import (
     VECTOR_INDEXES,
 )
 from pipeline.graph.store import GraphStore
-from pipeline.rank import Passage, Window, fuse, windows, within_budget
+from pipeline.rank import (
+    Passage,
+    Unit,
+    Window,
+    combine,
+    context_scores,
+    group,
+    normalise,
+    runs,
+    select,
+)
 from schemas.keys import channel_key, participant_key
 from schemas.recall import RecallItem, RecallKind, RecallQuery
 
@@ -42,31 +53,23 @@ LABELS: Final[dict[RecallKind, str]] = {
     "commitment": COMMITMENT,
     "summary": SUMMARY,
 }
-# When scores tie (RRF gives every list's top the same score), distilled memory comes first.
-_KIND_ORDER: Final[dict[RecallKind, int]] = {"fact": 0, "commitment": 1, "summary": 2, "episode": 3}
-# Each ranked list is fetched deeper than the budget, so fusion has something to agree on.
-_MIN_FETCH: Final = 20
-# The vector index spans all tenants and agents; ask it for this many times more neighbours
-# than needed, since the scope filter runs after it.
+# How far each retriever is trusted, as the weight of its normalised scores. Keyword matching
+# is the stronger signal with a static embedder (measured recall@10 on long conversations:
+# BM25 0.58, a small dense model 0.35-0.48), so a vector match alone counts half a keyword
+# match; agreeing, they add up.
+KEYWORD_WEIGHT: Final = 1.0
+VECTOR_WEIGHT: Final = 0.5
+# Each retriever's list is fetched this many times deeper than the budget (at least
+# _MIN_FETCH): the context scores need the weaker hits around a strong one too.
+_FETCH_FACTOR: Final = 3
+_MIN_FETCH: Final = 30
+# Up to this many embedded nodes in scope, vector search computes exact cosine over all of them
+# (a scan of a few thousand short vectors costs about what the index does, and misses nothing);
+# beyond it the tenant-wide index is asked for _VECTOR_OVERSAMPLE times more neighbours than
+# needed, since the scope filter runs after it (and may leave fewer than asked).
+EXACT_VECTOR_MAX: Final = 2000
 _VECTOR_OVERSAMPLE: Final = 10
 _MAX_VECTOR_K: Final = 1000
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    """A ranked answer before the budget: an episode window, or a finished item of another kind."""
-
-    score: float
-    tie: tuple[int, str]
-    evidence: tuple[str, ...]
-    window: Window | None = None
-    item: RecallItem | None = None
-
-    def shrink(self) -> _Candidate | None:
-        smaller = self.window.shrink() if self.window is not None else None
-        if smaller is None:
-            return None
-        return _Candidate(self.score, self.tie, smaller.evidence, window=smaller)
 
 
 def recall(
@@ -75,7 +78,8 @@ def recall(
     """What the agent remembers that answers `query`, best first, within its budget of messages.
 
     Keyword-only when there is no embedder, no vector index yet, or no embeddings in scope;
-    the most recent episodes when the query has no searchable words.
+    the most recent episodes when the query names nothing to look for (no word beyond question
+    and stop words).
     """
     if dm_policy not in DM_POLICIES:
         raise ConfigurationError(
@@ -85,44 +89,116 @@ def recall(
     lucene = search_cypher.lucene_query(query.query)
     with graph.session(write=False) as session:
         online = {r["name"] for r in session.run(search_cypher.ONLINE_SEARCH_INDEXES)}
-        vector = _query_vector(query, embedder, online)
-        keyword = lucene is not None and (query.mode != "vector" or vector is None)
-        if not keyword and vector is None:
+        if lucene is None:
             return _recent(session, query, params)
+        vector = _query_vector(query, embedder, online)
+        keyword = query.mode != "vector" or vector is None
         rows: dict[str, tuple[RecallKind, dict[str, Any]]] = {}
-        rankings: list[list[str]] = []
-        fetch = max(query.limit * 2, _MIN_FETCH)
-        for kind in query.kinds:
-            label = LABELS[kind]
-            if keyword and FULLTEXT_INDEXES[label] in online:
-                found = _run(
-                    session,
-                    search_cypher.KEYWORD_SEARCH[label],
-                    {**params, "index": FULLTEXT_INDEXES[label], "lucene": lucene, "limit": fetch},
-                )
-                rankings.append(_collect(kind, found, rows))
-            if vector is not None and VECTOR_INDEXES[label] in online:
-                found = _vector_rows(session, label, params, vector, fetch)
-                rankings.append(_collect(kind, found, rows))
-        scores = fuse(rankings)
+        lists: list[tuple[dict[str, float], float]] = []
+        fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
+        if keyword:
+            found = {}
+            for kind in query.kinds:
+                label = LABELS[kind]
+                if FULLTEXT_INDEXES[label] in online:
+                    statement = search_cypher.KEYWORD_SEARCH[label]
+                    extra = {"index": FULLTEXT_INDEXES[label], "lucene": lucene, "limit": fetch}
+                    found.update(
+                        _collect(kind, _run(session, statement, {**params, **extra}), rows)
+                    )
+            lists.append((normalise(found), KEYWORD_WEIGHT))
+        if vector is not None:
+            found = _vector_search(
+                session, query, params, vector, fetch=fetch, online=online, rows=rows
+            )
+            # The weakest candidate fetched stands for what was not: it maps to zero.
+            floor = sorted(found.values(), reverse=True)[:fetch][-1] if found else 0.0
+            lists.append((normalise(found, floor=floor), VECTOR_WEIGHT))
+        relevance = combine(lists)
         hits = sorted(
-            (k for k in scores if rows[k][0] == "episode"), key=lambda k: (-scores[k], k)
+            (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
         )[: query.limit]
         around = _neighbours(session, hits, params, query.neighbours)
-    candidates = _episode_candidates(hits, scores, rows, around)
-    candidates += [
-        _Candidate(
-            scores[key],
-            (_KIND_ORDER[kind], key),
-            tuple(row["evidence"]),
-            item=_memory_item(kind, row, scores[key]),
-        )
-        for key, (kind, row) in rows.items()
-        if kind != "episode"
+    return _answer(query, relevance, rows, hits, around)
+
+
+def _answer(
+    query: RecallQuery,
+    relevance: dict[str, float],
+    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
+    hits: Sequence[str],
+    around: list[dict[str, Any]],
+) -> list[RecallItem]:
+    """Score messages with their context, fill the budget, and show the chosen ones as windows."""
+    passages = {key: _passage(rows[key][1]) for key in hits}
+    sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
+    for row in around:
+        passages.setdefault(row["key"], _passage(row))
+        rows.setdefault(row["key"], ("episode", row))
+        sequences[row["hit_key"]].append(passages[row["key"]])
+    stretches = runs(
+        passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
+    )
+    scores = context_scores(relevance, stretches, query.neighbours)
+    units = [Unit(key, scores[key], (p.id,), message=p) for key, p in passages.items()]
+    units += [
+        Unit(key, score, tuple(rows[key][1]["evidence"]))
+        for key, score in relevance.items()
+        if rows[key][0] != "episode"
     ]
-    candidates.sort(key=lambda c: (-c.score, c.tie))
-    chosen = within_budget(candidates, query.limit, shrink=_Candidate.shrink)
-    return [_finish(c, rows) for c in chosen]
+    chosen = select(units, query.limit)
+    matched = [key for key in passages if relevance.get(key, 0.0) > 0.0]
+    return [_finish(shown, rows) for shown in group(chosen, stretches, matched)]
+
+
+def _order(p: Passage) -> tuple[str, Any, str]:
+    return p.order
+
+
+def _vector_search(
+    session: neo4j.Session,
+    query: RecallQuery,
+    params: dict[str, Any],
+    vector: list[float],
+    *,
+    fetch: int,
+    online: set[str],
+    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
+) -> dict[str, float]:
+    """Cosine scores across every kind asked for: exact over a small scope, else the index."""
+    size = dict(session.run(search_cypher.SCOPE_SIZE, params).single(strict=True))
+    found: dict[str, float] = {}
+    for kind in query.kinds:
+        label = LABELS[kind]
+        if VECTOR_INDEXES[label] not in online:
+            continue
+        values: dict[str, Any] = {"vector": vector, "limit": fetch}
+        statement = _exact_statement(kind, size, in_channel=params["channel_key"] is not None)
+        if statement is None:
+            statement = search_cypher.VECTOR_SEARCH[label]
+            k = min(fetch * _VECTOR_OVERSAMPLE, _MAX_VECTOR_K)
+            values.update(index=VECTOR_INDEXES[label], k=k)
+        try:
+            found.update(_collect(kind, _run(session, statement, {**params, **values}), rows))
+        except ClientError as exc:
+            # Vectors of another size (the embedder changed): keyword results still stand.
+            log.warning("vector search on %s skipped: %s", label, exc.message)
+    return found
+
+
+def _exact_statement(kind: RecallKind, size: dict[str, Any], *, in_channel: bool) -> str | None:
+    """The exact-cosine statement when the scope is small enough to scan, else None (index)."""
+    label = LABELS[kind]
+    if kind == "summary":  # one current summary per channel: always few
+        return search_cypher.EXACT_VECTOR_SEARCH[label]
+    if kind != "episode":
+        small = size["memories"] <= EXACT_VECTOR_MAX
+        return search_cypher.EXACT_VECTOR_SEARCH[label] if small else None
+    if size["episodes"] <= EXACT_VECTOR_MAX:
+        return search_cypher.EXACT_VECTOR_SEARCH[label]
+    if in_channel and (size["channel_episodes"] or 0) <= EXACT_VECTOR_MAX:
+        return search_cypher.EXACT_CHANNEL_VECTOR_SEARCH
+    return None
 
 
 def _scope_params(query: RecallQuery, dm_policy: str) -> dict[str, Any]:
@@ -155,34 +231,14 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
     return [_native(dict(r)) for r in session.run(statement, params)]
 
 
-def _vector_rows(
-    session: neo4j.Session,
-    label: str,
-    params: dict[str, Any],
-    vector: list[float],
-    fetch: int,
-) -> list[dict[str, Any]]:
-    k = min(fetch * _VECTOR_OVERSAMPLE, _MAX_VECTOR_K)
-    try:
-        return _run(
-            session,
-            search_cypher.VECTOR_SEARCH[label],
-            {**params, "index": VECTOR_INDEXES[label], "vector": vector, "k": k, "limit": fetch},
-        )
-    except ClientError as exc:
-        # A vector index of another size (the embedder changed): keyword results still stand.
-        log.warning("vector search on %s skipped: %s", VECTOR_INDEXES[label], exc.message)
-        return []
-
-
 def _collect(
     kind: RecallKind,
     found: list[dict[str, Any]],
     rows: dict[str, tuple[RecallKind, dict[str, Any]]],
-) -> list[str]:
+) -> dict[str, float]:
     for row in found:
         rows.setdefault(row["key"], (kind, row))
-    return [row["key"] for row in found]
+    return {row["key"]: float(row["score"]) for row in found}
 
 
 def _neighbours(
@@ -208,25 +264,6 @@ def _passage(row: dict[str, Any]) -> Passage:
     )
 
 
-def _episode_candidates(
-    hits: Sequence[str],
-    scores: dict[str, float],
-    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
-    around: list[dict[str, Any]],
-) -> list[_Candidate]:
-    passages = {key: _passage(rows[key][1]) for key in hits}
-    neighbours: dict[str, list[str]] = {}
-    for row in around:
-        passages.setdefault(row["key"], _passage(row))
-        rows.setdefault(row["key"], ("episode", row))
-        neighbours.setdefault(row["hit_key"], []).append(row["key"])
-    found = windows({k: scores[k] for k in hits}, passages, neighbours)
-    return [
-        _Candidate(w.score, (_KIND_ORDER["episode"], w.best.key), w.evidence, window=w)
-        for w in found
-    ]
-
-
 def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallItem:
     return RecallItem(
         kind=kind,
@@ -244,21 +281,18 @@ def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallI
     )
 
 
-def _finish(
-    candidate: _Candidate, rows: dict[str, tuple[RecallKind, dict[str, Any]]]
-) -> RecallItem:
-    if candidate.item is not None:
-        return candidate.item
-    window = candidate.window
-    assert window is not None  # a candidate is a window or an item, by construction
-    best = rows[window.best.key][1]
+def _finish(shown: Unit | Window, rows: dict[str, tuple[RecallKind, dict[str, Any]]]) -> RecallItem:
+    if isinstance(shown, Unit):
+        kind, row = rows[shown.key]
+        return _memory_item(kind, row, shown.score)
+    best = rows[shown.lead][1]
     return RecallItem(
         kind="episode",
-        key=window.best.key,
-        text=window.text,
-        score=window.score,
-        evidence=list(window.evidence),
-        matched=[p.id for p in window.passages if p.key in window.hits],
+        key=shown.lead,
+        text=shown.text,
+        score=shown.score,
+        evidence=list(shown.evidence),
+        matched=[p.id for p in shown.passages if p.key in shown.hits],
         channel_id=best["channel_id"],
         speaker_label=best["speaker_label"],
         speaker_id=best["speaker_id"],
@@ -271,20 +305,20 @@ def _recent(session: neo4j.Session, query: RecallQuery, params: dict[str, Any]) 
     if "episode" not in query.kinds:
         return []
     found = _run(session, search_cypher.RECENT_EPISODES, {**params, "limit": query.limit})
-    scores = fuse([[row["key"] for row in found]])
+    # Nothing matched, so nothing is relevant: the score only keeps the order (newest first).
     return [
         RecallItem(
             kind="episode",
             key=row["key"],
             text=row["text"] or "",
-            score=scores[row["key"]],
+            score=1.0 / rank,
             evidence=[row["id"]],
             channel_id=row["channel_id"],
             speaker_label=row["speaker_label"],
             speaker_id=row["speaker_id"],
             created_at=row["created_at"],
         )
-        for row in found
+        for rank, row in enumerate(found, start=1)
     ]
 
 

@@ -4,6 +4,7 @@ within one agent's scope (channel, tenant, DM policy, current facts, neighbourin
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,9 +14,12 @@ import pytest
 
 from memsync.producer import Producer
 from memsync.settings import Settings
+from pipeline.embedder import make_embedder
 from pipeline.graph.directory import grant_trust
+from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
+from schemas.keys import episode_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event, msg
@@ -216,3 +220,52 @@ def test_cli_recall_json(settings: Settings, world: World) -> None:
 
     refused = cli(settings, "recall", "--agent", "a-travel", "--query", "x", "--limit", "0")
     assert refused.returncode == 2 and "limit" in refused.stderr
+
+
+# A question sharing no searchable word with the message that answers it, among distractors.
+PARAPHRASED = [
+    ("p1", "u-devon", "Our daughter cannot have anything with peanuts in it"),
+    ("p2", "u-sarah", "The hotel pool closes at nine"),
+    ("p3", "u-devon", "Please book the train for Friday morning"),
+    ("p4", "u-sarah", "The meeting moved to the big conference room"),
+    ("p5", "u-devon", "I prefer a window seat"),  # becomes a fact: distilled memory competes
+]
+
+
+def test_a_paraphrase_finds_the_message_it_means_first(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    embedder = make_embedder(settings)
+    assert embedder is not None  # the session runs with embeddings on
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    channel = {"id": "ch-p", "kind": "group", "title": "Family trip"}
+    messages = [
+        msg(mid, "user", sender, text, minute)
+        for minute, (mid, sender, text) in enumerate(PARAPHRASED, start=1)
+    ]
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")  # strict trust, as in `world`
+    producer = Producer(settings)
+    try:
+        emit_and_wait(
+            producer, ledger, [event(tenant, "ev-p", channel, [DEVON, SARAH, TRAVEL], messages)]
+        )
+    finally:
+        producer.close(timeout=10)
+    keys = [episode_key(tenant, "ch-p", mid) for mid, _, _ in PARAPHRASED]
+    deadline = time.monotonic() + 120
+    while pending_for_episodes(graph, keys) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the embed worker's backlog, bounded by the deadline
+    assert pending_for_episodes(graph, keys) == 0
+
+    question = "any dietary restrictions for the kid?"
+    query = RecallQuery(tenant=tenant, agent_id="a-travel", query=question, channel_id="ch-p")
+    # Keyword search alone cannot find it: no word of the question is in any message...
+    keyword = recall(
+        graph, query.model_copy(update={"mode": "keyword"}), embedder=embedder, dm_policy="never"
+    )
+    assert not any("p1" in item.matched for item in keyword)
+    # ...meaning can, and the message comes first, ahead of a fact that matches worse (fused
+    # one list per kind, every list's top tied and the fact led).
+    found = recall(graph, query, embedder=embedder, dm_policy="never")
+    assert found and found[0].kind == "episode" and "p1" in found[0].matched, found
+    assert "Devon (@devon) prefers window seat" in facts(found), found

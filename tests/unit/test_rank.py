@@ -1,11 +1,23 @@
-"""Recall ranking without services: fusion, neighbour windows, the message budget."""
+"""Recall ranking without services: score fusion, context scores, the message budget, windows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from pipeline.rank import Passage, Window, fuse, windows, within_budget
+import pytest
+
+from pipeline.rank import (
+    NEIGHBOUR_SHARE,
+    Passage,
+    Unit,
+    Window,
+    combine,
+    context_scores,
+    group,
+    normalise,
+    runs,
+    select,
+)
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -21,106 +33,104 @@ def passage(n: int, channel: str = "c1", label: str | None = "Devon (@devon)") -
     )
 
 
-def window(numbers: Iterable[int], hits: set[str], score: float) -> Window:
-    """A window over messages `numbers` (the first hit, by key, leads)."""
-    ps = tuple(passage(n, channel=f"c{min(numbers)}") for n in numbers)
-    return Window(passages=ps, hits=frozenset(hits), score=score, lead=min(hits))
+def message(n: int, score: float, channel: str = "c1") -> Unit:
+    p = passage(n, channel)
+    return Unit(p.key, score, (p.id,), message=p)
 
 
-def test_fusion_rewards_agreement_and_counts_a_repeat_once() -> None:
-    scores = fuse([["a", "b", "c"], ["b", "d"], ["a", "a", "b"]])
-    assert scores["b"] > scores["a"] > scores["d"] > scores["c"]
-    assert scores["a"] == 2 / 61
-    assert scores["c"] == 1 / 63
+def test_normalise_maps_the_floor_to_zero_and_the_best_to_one() -> None:
+    assert normalise({"a": 4.0, "b": 1.0}) == {"a": 1.0, "b": 0.25}
+    assert normalise({"a": 0.9, "b": 0.8, "c": 0.7}, floor=0.7) == pytest.approx(
+        {"a": 1.0, "b": 0.5, "c": 0.0}
+    )
+    assert normalise({"a": 0.5, "b": 0.5}, floor=0.5) == {"a": 1.0, "b": 1.0}
+    assert normalise({}) == {}
 
 
-def test_fusion_weights_scale_each_list() -> None:
-    scores = fuse([["a"], ["b"]], weights=[2.0, 1.0])
-    assert scores["a"] == 2 * scores["b"]
+def test_agreeing_retrievers_add_up_and_weights_scale_each() -> None:
+    keyword = {"both": 0.6, "keyword": 1.0}
+    vector = {"both": 1.0, "vector": 0.9}
+    fused = combine([(keyword, 1.0), (vector, 0.5)])
+    assert fused == pytest.approx({"both": 1.1, "keyword": 1.0, "vector": 0.45})
+    assert max(fused, key=fused.__getitem__) == "both"
 
 
-def test_a_hit_and_its_neighbours_become_one_window_in_time_order() -> None:
-    ps = {p.key: p for p in (passage(1), passage(2), passage(3))}
-    (w,) = windows({"k02": 0.5}, ps, {"k02": ["k03", "k01"]})
-    assert w.evidence == ("m1", "m2", "m3")
-    assert w.text == "Devon (@devon): text 1\nDevon (@devon): text 2\nDevon (@devon): text 3"
-    assert w.hits == {"k02"} and w.best.id == "m2" and w.score == 0.5
+def test_kinds_compete_on_their_scores_not_on_their_list() -> None:
+    # One merged list per retriever: a weak fact stays below a strong message (under fusion of
+    # one list per kind, each kind's top scored the same and the fact won the tie).
+    keyword = normalise({"episode": 8.0, "fact": 2.0})
+    vector = normalise({"episode": 0.9, "fact": 0.6, "other": 0.5}, floor=0.5)
+    fused = combine([(keyword, 1.0), (vector, 0.5)])
+    assert fused["episode"] > fused["fact"] > fused["other"]
 
 
-def test_a_single_message_window_shows_the_bare_text() -> None:
-    (w,) = windows({"k01": 0.1}, {"k01": passage(1)}, {})
-    assert w.text == "text 1"
-
-
-def test_overlapping_and_adjacent_windows_merge_but_channels_never_do() -> None:
+def test_runs_join_sequences_that_share_messages() -> None:
     ps = {p.key: p for p in [passage(n) for n in range(1, 8)] + [passage(9, channel="c2")]}
-    hits = {"k02": 0.2, "k04": 0.4, "k07": 0.1, "k09": 0.3}
-    around = {"k02": ["k01", "k03"], "k04": ["k03", "k05"], "k07": ["k06"], "k09": []}
-    found = windows(hits, ps, around)
-    assert [w.evidence for w in found] == [
-        ("m1", "m2", "m3", "m4", "m5"),  # shares m3: merged, scored by its best hit
-        ("m9",),
-        ("m6", "m7"),  # starts after m5 without touching it
-    ]
-    assert found[0].score == 0.4 and found[0].hits == {"k02", "k04"}
+    found = runs(ps, [["k01", "k02", "k03"], ["k03", "k04"], ["k06", "k07"], ["k09"]])
+    assert found == [["k01", "k02", "k03", "k04"], ["k05"], ["k06", "k07"], ["k09"]]
 
 
-def test_windows_that_only_follow_each_other_stay_apart() -> None:
-    # Messages the agent never observed may sit between them.
-    ps = {p.key: p for p in (passage(1), passage(2), passage(3), passage(4))}
-    found = windows({"k01": 0.2, "k04": 0.1}, ps, {"k01": ["k02"], "k04": ["k03"]})
-    assert [w.evidence for w in found] == [("m1", "m2"), ("m3", "m4")]
+def test_an_unmatched_answer_next_to_a_strong_match_outranks_a_weak_lone_match() -> None:
+    stretches = [["k01", "k02", "k03"], ["k07"]]
+    scores = context_scores({"k02": 1.0, "k07": 0.3}, stretches, radius=1)
+    assert scores["k02"] == 1.0
+    assert scores["k01"] == scores["k03"] == NEIGHBOUR_SHARE
+    assert scores["k03"] > scores["k07"] == 0.3
 
 
-def test_shrinking_drops_the_farthest_neighbour_first_and_keeps_hits() -> None:
-    ps = tuple(passage(n) for n in range(1, 6))
-    w = Window(passages=ps, hits=frozenset({"k02"}), score=1.0, lead="k02")
-    sizes = []
-    current: Window | None = w
-    while current is not None:
-        sizes.append(current.evidence)
-        current = current.shrink()
-    assert sizes == [
-        ("m1", "m2", "m3", "m4", "m5"),
-        ("m1", "m2", "m3", "m4"),
-        ("m1", "m2", "m3"),
-        ("m2", "m3"),  # a tie: the earlier one goes (answers follow questions)
-        ("m2",),
-    ]
+def test_a_run_of_matches_beats_a_lone_match_and_the_share_decays_with_distance() -> None:
+    stretches = [["k01", "k02", "k03", "k04", "k05"], ["k09"]]
+    scores = context_scores({"k02": 0.5, "k03": 0.5, "k09": 0.5}, stretches, radius=2)
+    assert scores["k02"] > scores["k09"]
+    assert scores["k05"] == pytest.approx(NEIGHBOUR_SHARE**2 * 0.5)
+    assert context_scores({"k02": 1.0}, stretches, radius=0)["k01"] == 0.0
 
 
-def test_a_window_of_hits_shrinks_towards_its_lead() -> None:
-    ps = {p.key: p for p in (passage(1), passage(2), passage(3), passage(4))}
-    scores = {"k01": 0.1, "k02": 0.2, "k03": 0.4, "k04": 0.3}
-    around = {"k01": ["k02"], "k02": ["k01", "k03"], "k03": ["k02", "k04"], "k04": ["k03"]}
-    (w,) = windows(scores, ps, around)  # four hits in a row: one window, led by the best
-    assert w.lead == "k03" and w.score == 0.4
-    (fitted,) = within_budget([w], 2, shrink=Window.shrink)
-    assert fitted.evidence == ("m3", "m4") and fitted.hits == {"k03", "k04"}
-
-
-def test_the_budget_counts_messages_not_items() -> None:
-    big = window(range(1, 6), {"k03"}, 3)
-    small = window([9], {"k09"}, 2)
-    tiny = window([12], {"k12"}, 1)
-    # Without shrinking, the 5-message window cannot fit 3 messages; the small ones still do.
-    assert within_budget([big, small, tiny], 3) == [small, tiny]
-    # With shrinking it keeps its hit and loses its farthest neighbours until it fits.
-    chosen = within_budget([tiny, small, big], 4, shrink=Window.shrink)
-    assert [c.evidence for c in chosen] == [("m2", "m3", "m4", "m5")]
-    chosen = within_budget([tiny, small, big], 3, shrink=Window.shrink)
-    assert [c.evidence for c in chosen] == [("m2", "m3", "m4")]
-
-
-def test_messages_already_counted_cost_nothing_again() -> None:
-    first = window([1, 2], {"k01"}, 2)
-    same = window([2], {"k02"}, 1)
-    other = window([5], {"k05"}, 0.5)
-    # m2 is already shown: the second window costs nothing, so `other` still fits in 3.
-    assert within_budget([first, same, other], 3) == [first, same, other]
-    assert within_budget([first, other], 2) == [first]
+def test_the_budget_counts_messages_and_skips_what_does_not_fit() -> None:
+    fact = Unit("f", 0.9, ("m1", "m2", "m3"))
+    units = [message(1, 1.0), fact, message(5, 0.5), message(6, 0.4)]
+    # m1 is counted already: the fact costs two more; m5 then fills the budget.
+    assert [u.key for u in select(units, 4)] == ["k01", "f", "k05"]
+    # Too big for what is left: skipped for smaller ones.
+    assert [u.key for u in select(units, 2)] == ["k01", "k05"]
 
 
 def test_an_item_without_evidence_costs_one() -> None:
-    empty = Window(passages=(), hits=frozenset(), score=1, lead="")
-    assert within_budget([empty, empty, empty], 2) == [empty, empty]
+    empty = [Unit(f"s{i}", 1.0, ()) for i in range(3)]
+    assert len(select(empty, 2)) == 2
+
+
+def test_consecutive_chosen_messages_show_as_one_window_where_the_best_was() -> None:
+    stretches = [["k01", "k02", "k03", "k04"], ["k09"]]
+    fact = Unit("f", 0.7, ("m9",))
+    chosen = select(
+        [message(2, 0.5), message(3, 1.0), message(4, 0.2), fact, message(9, 0.6, "c2")], 10
+    )
+    shown = group(chosen, stretches, hits=["k03", "k09"])
+    assert [s.evidence for s in shown] == [("m2", "m3", "m4"), ("m9",), ("m9",)]
+    first = shown[0]
+    assert isinstance(first, Window)
+    assert first.lead == "k03" and first.score == 1.0 and first.hits == {"k03"}
+    assert first.text.splitlines() == [
+        "Devon (@devon): text 2",
+        "Devon (@devon): text 3",
+        "Devon (@devon): text 4",
+    ]
+    assert shown[1] is fact  # a fact and a message citing the same message, each once
+    assert isinstance(shown[2], Window) and shown[2].text == "text 9"
+
+
+def test_messages_with_a_gap_between_them_stay_apart() -> None:
+    stretches = [["k01", "k02", "k03"]]
+    shown = group(select([message(1, 0.4), message(3, 0.9)], 5), stretches, hits=["k01", "k03"])
+    assert [s.evidence for s in shown] == [("m3",), ("m1",)]
+
+
+def test_every_message_shown_fits_the_budget() -> None:
+    stretches = [[f"k{n:02d}" for n in range(1, 21)]]
+    scores = context_scores({"k05": 1.0, "k12": 0.8, "k18": 0.3}, stretches, radius=2)
+    units = [message(n, scores[f"k{n:02d}"]) for n in range(1, 21)]
+    shown = group(select(units, 7), stretches, hits=["k05", "k12", "k18"])
+    assert sum(len(s.evidence) for s in shown) <= 7
+    assert [s.score for s in shown] == sorted((s.score for s in shown), reverse=True)
+    assert shown[0].evidence == ("m4", "m5", "m6")

@@ -54,25 +54,41 @@ def test_an_item_dumps_the_documented_fields() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("seat preference", "seat preference"),
-        ("C++ (x) AND y", r"C\+\+ \(x\) and y"),
-        ('title:foo "bar" a/b', r"title\:foo \"bar\" a\/b"),
-        ("x~2^3 [a TO b] {c}", r"x\~2\^3 \[a to b\] \{c\}"),
-        ("a* b? !c -d +e", r"a\* b\? \!c \-d \+e"),
+        ("seat preference", 'seat preference "seat preference"'),
+        ("C++ (x) AND y", r'C\+\+ \(x\) and y "C\+\+ \(x\)"'),
+        ('title:foo "bar" a/b', r'title\:foo \"bar\" a\/b "title\:foo \"bar\"" "\"bar\" a\/b"'),
+        ("x~2^3 [a TO b] {c}", r'x\~2\^3 \[a to b\] \{c\} "b\] \{c\}"'),
+        ("a* b? !c -d +e", r'a\* b\? \!c \-d \+e "b\? \!c" "\!c \-d" "\-d \+e"'),
         (r"back\slash", r"back\\slash"),
         ("NOT this || that && other", "not this that other"),
-        ("  spaced\tout\nwords ", "spaced out words"),
+        ("  spaced\tout\nwords ", 'spaced out words "spaced out" "out words"'),
     ],
 )
 def test_lucene_terms_are_escaped(text: str, expected: str) -> None:
     assert lucene_query(text) == expected
 
 
-@pytest.mark.parametrize("text", [None, "", "   ", "?? !! ...", "&& || -"])
+def test_question_words_go() -> None:
+    # Interrogatives, auxiliaries and pronouns match most messages and say nothing of the answer.
+    assert lucene_query("What did Ross say to Rachel?") == r'Ross say to Rachel\? "Ross say"'
+    assert lucene_query("Where is my order") == "order"
+
+
+def test_no_phrase_spans_a_stop_word() -> None:
+    # The analyser drops "of" and "the": a phrase over them would demand a gap, so none is built.
+    assert lucene_query("price of the hotel") == "price of the hotel"
+
+
+@pytest.mark.parametrize(
+    "text", [None, "", "   ", "?? !! ...", "&& || -", "what is it?", "Who did THAT to them"]
+)
 def test_nothing_searchable_means_no_query(text: str | None) -> None:
     assert lucene_query(text) is None
 
 
 def test_long_questions_are_capped() -> None:
     built = lucene_query(" ".join(f"w{i}" for i in range(500)))
-    assert built is not None and len(built.split()) == MAX_TERMS
+    assert built is not None
+    terms = [t for t in built.split() if not t.startswith('"') and not t.endswith('"')]
+    assert len(terms) == MAX_TERMS
+    assert built.count('"') == 2 * (MAX_TERMS - 1)  # a phrase per adjacent pair, no more

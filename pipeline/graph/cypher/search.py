@@ -1,6 +1,7 @@
 """Recall's statements: full-text and vector search per label, each restricted to what one agent
-may see, the neighbours of a hit, and the recent-episodes fallback; plus the Lucene query
-builder, so user text never reaches Lucene's syntax unescaped."""
+may see (the vector search either through the index or, over a small scope, by exact cosine),
+the neighbours of a hit, and the recent-episodes fallback; plus the Lucene query builder, so
+user text never reaches Lucene's syntax unescaped."""
 
 from __future__ import annotations
 
@@ -18,45 +19,70 @@ from pipeline.graph.model import (
     IN,
     KNOWS,
     OBSERVED,
+    OF,
     OWED_BY_REL,
     OWED_TO,
     PARTICIPANT,
     SAID,
+    SUMMARISED,
     SUMMARY,
 )
-
-# Summaries are written by the summary worker; their relationship types live here until the
-# graph vocabulary (pipeline/graph/model.py) carries them.
-SUMMARISED: Final = "SUMMARISED"
-OF: Final = "OF"
 
 # -- Lucene ---------------------------------------------------------------------------------------
 
 # Every character Lucene's classic query parser treats as syntax.
 _LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
 _OPERATORS = frozenset({"AND", "OR", "NOT", "TO"})
-# Lucene refuses more than 1024 clauses; a question never needs this many words.
+# Lucene refuses more than 1024 clauses; a question never needs this many words (with one
+# phrase per adjacent pair, the query stays under 2 * MAX_TERMS clauses).
 MAX_TERMS: Final = 64
+# Words that shape a question but say nothing about its answer, beyond the English analyser's
+# own stop words: interrogatives, auxiliaries and personal pronouns. They occur in most
+# messages, so they only add noise to BM25; dropped unless nothing else is left.
+_QUESTION_WORDS_TEXT = """
+what whats who whom whose which when where why how
+do does did done doing is are was were am be been being has have had having
+can could would should shall will may might must
+i me my mine you your yours he him his she her hers it its we us our ours they them their theirs
+"""
+QUESTION_WORDS: Final = frozenset(_QUESTION_WORDS_TEXT.split())
+# The English analyser's stop words (Lucene's EnglishAnalyzer): a phrase holding one would match
+# with a gap where the word was, so no phrase is built from them.
+_ANALYSER_STOP_TEXT = """
+a an and are as at be but by for if in into is it no not of on or such that the their
+then there these they this to was will with
+"""
+_ANALYSER_STOP_WORDS: Final = frozenset(_ANALYSER_STOP_TEXT.split())
+
+
+def _bare(word: str) -> str:
+    """A word as the question-word list spells it: lower case, letters and digits only."""
+    return "".join(ch for ch in word.lower() if ch.isalnum())
 
 
 def lucene_query(text: str | None) -> str | None:
-    """The user's words as a Lucene query: each escaped, any one may match (OR, ranked by BM25).
+    """The user's words as a Lucene query: each escaped, any one may match (OR, ranked by BM25),
+    plus each pair of adjacent words as a phrase, so text that has them together ranks higher.
 
-    Words without a letter or digit and the parser's operator words are dropped (the English
-    analyser ignores them anyway). None when nothing searchable is left: recall then falls back
+    Words without a letter or digit, the parser's operator words (the English analyser ignores
+    them anyway) and QUESTION_WORDS are dropped. None when no word is left beyond those and the
+    analyser's stop words ("what is it?"): nothing says what to look for, so recall falls back
     to recency.
     """
     if not text:
         return None
-    terms: list[str] = []
-    for word in text.split():
-        if not any(ch.isalnum() for ch in word):
-            continue
-        term = word.lower() if word in _OPERATORS else word
-        terms.append(_LUCENE_SPECIAL.sub(r"\\\1", term))
-        if len(terms) == MAX_TERMS:
-            break
-    return " ".join(terms) or None
+    words = [w for w in text.split() if any(ch.isalnum() for ch in w)]
+    kept = [w for w in words if _bare(w) not in QUESTION_WORDS][:MAX_TERMS]
+    if not {_bare(w) for w in kept} - _ANALYSER_STOP_WORDS:
+        return None
+    terms = [_LUCENE_SPECIAL.sub(r"\\\1", w.lower() if w in _OPERATORS else w) for w in kept]
+    # Inside quotes every term keeps its escapes (a quote in a word is \", never the phrase's end).
+    phrases = [
+        f'"{terms[i]} {terms[i + 1]}"'
+        for i in range(len(kept) - 1)
+        if not {_bare(kept[i]), _bare(kept[i + 1])} & _ANALYSER_STOP_WORDS
+    ]
+    return " ".join(terms + phrases)
 
 
 # -- scope: what one agent may see ----------------------------------------------------------------
@@ -72,7 +98,7 @@ _EPISODE_FILTER = f"""e.tenant = $tenant
 """
 
 _EPISODE_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e)
+MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
 WHERE {_EPISODE_FILTER}"""
 
 _EPISODE_FIELDS = f"""
@@ -114,7 +140,7 @@ def _audience(node: str) -> str:
 
 
 _FACT_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f)
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
 WHERE f.tenant = $tenant
   AND ($include_stale OR (f.superseded_at IS NULL
                           AND (f.expires_at IS NULL OR f.expires_at > datetime())))
@@ -149,7 +175,7 @@ LIMIT $limit
 """
 
 _COMMITMENT_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m)
+MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})
 WHERE m.tenant = $tenant
   AND ($include_closed OR m.status = 'open')
   AND ($about_key IS NULL
@@ -169,16 +195,13 @@ ORDER BY score DESC, key
 LIMIT $limit
 """
 
-# Only the latest version of the agent's summary of a channel; `about` keeps channels the
-# participant spoke in.
+# Only the current version of the agent's summary of a channel (one node per version, the
+# newest flagged current: pipeline/graph/summaries.py); `about` keeps channels the participant
+# spoke in.
 _SUMMARY_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(s)-[:{OF}]->(c:{CHANNEL})
-WHERE s.tenant = $tenant
+MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(s:{SUMMARY})-[:{OF}]->(c:{CHANNEL})
+WHERE s.tenant = $tenant AND s.current = true
   AND ($channel_key IS NULL OR c.key = $channel_key)
-  AND NOT EXISTS {{
-    MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(newer:{SUMMARY})-[:{OF}]->(c)
-    WHERE newer.version > s.version
-  }}
   AND ($about_key IS NULL OR EXISTS {{
     MATCH (:{PARTICIPANT} {{key: $about_key}})-[:{SAID}]->(:{EPISODE})-[:{IN}]->(c)
   }})
@@ -214,9 +237,42 @@ def _search(source: str, label: str) -> str:
     )
 
 
+def _exact(scope: str, label: str) -> str:
+    var, bound, _, tail = _SCOPES[label]
+    return (
+        f"{scope}  AND {var}.embedding IS NOT NULL\n"
+        f"WITH {bound}, vector.similarity.cosine({var}.embedding, $vector) AS score{tail}"
+    )
+
+
 # Per label: the keyword (full-text) and vector statements, each scoped to the agent.
 KEYWORD_SEARCH: Final = {label: _search(_FULLTEXT, label) for label in _SCOPES}
 VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
+# Per label: exact cosine over everything in the agent's scope (no index, no oversampling), for
+# scopes small enough to scan; scores on the vector index's scale ((1 + cosine) / 2).
+EXACT_VECTOR_SEARCH: Final = {label: _exact(_SCOPES[label][2], label) for label in _SCOPES}
+# Exact cosine over one channel's episodes (found through the channel_key index), for an agent
+# too big to scan whose recall is held to a small channel.
+EXACT_CHANNEL_VECTOR_SEARCH: Final = _exact(
+    f"""
+MATCH (e:{EPISODE})
+WHERE e.channel_key = $channel_key
+  AND EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  AND {_EPISODE_FILTER}""",
+    EPISODE,
+)
+
+# How big the agent's scope is, to choose between exact cosine and the vector index: its
+# episodes and its facts and commitments (relationship counts from the node's degree), and the
+# channel's episodes when recall is held to one (an index count).
+SCOPE_SIZE: Final = f"""
+OPTIONAL MATCH (a:{AGENT} {{key: $agent_key}})
+RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
+       COUNT {{ (a)-[:{KNOWS}]->() }} AS memories,
+       CASE WHEN $channel_key IS NULL THEN NULL
+            ELSE COUNT {{ MATCH (e:{EPISODE}) WHERE e.channel_key = $channel_key }} END
+         AS channel_episodes
+"""
 
 # Which search indexes are ready to be queried (an absent or populating one is skipped).
 ONLINE_SEARCH_INDEXES: Final = """
