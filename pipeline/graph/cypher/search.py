@@ -256,7 +256,7 @@ EXACT_VECTOR_SEARCH: Final = {label: _exact(_SCOPES[label][2], label) for label 
 EXACT_CHANNEL_VECTOR_SEARCH: Final = _exact(
     f"""
 MATCH (e:{EPISODE})
-WHERE e.channel_key = $channel_key
+WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
   AND EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
   AND {_EPISODE_FILTER}""",
     EPISODE,
@@ -270,7 +270,10 @@ OPTIONAL MATCH (a:{AGENT} {{key: $agent_key}})
 RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
        COUNT {{ (a)-[:{KNOWS}]->() }} AS memories,
        CASE WHEN $channel_key IS NULL THEN NULL
-            ELSE COUNT {{ MATCH (e:{EPISODE}) WHERE e.channel_key = $channel_key }} END
+            ELSE COUNT {{
+              MATCH (e:{EPISODE})
+              WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
+            }} END
          AS channel_episodes
 """
 
@@ -283,25 +286,37 @@ RETURN name
 
 
 # The episodes just before and after each hit in its channel, by time, that the agent also
-# observed (found through the (channel_key, created_at) index; old episodes through IN).
+# observed. Strictly earlier (later) episodes come from the (channel_key, created_at) index in
+# index order, so the seek stops after `$window` observed ones instead of reading the channel's
+# whole history; episodes at the hit's very timestamp are a second, tiny seek ordered by key
+# (an OR of the two defeats index order). Old episodes without channel_key go through IN.
+_OBSERVED_N = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
+
+
 def _side(before: bool) -> str:
     cmp, order = ("<", " DESC") if before else (">", "")
-    near = (
-        f"(n.created_at {cmp} hit.created_at"
-        f" OR (n.created_at = hit.created_at AND n.key {cmp} hit.key))"
-    )
-    observed = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
-    by_index = f"""
-  MATCH (n:{EPISODE})
-  WHERE hit.channel_key IS NOT NULL AND n.channel_key = hit.channel_key AND {near} AND {observed}
+    return f"""
+  CALL (hit) {{
+    MATCH (n:{EPISODE})
+    WHERE n.channel_key = hit.channel_key AND n.created_at {cmp} hit.created_at AND {_OBSERVED_N}
+    WITH n ORDER BY n.created_at{order} LIMIT $window
+    RETURN n
+    UNION
+    MATCH (n:{EPISODE})
+    WHERE n.channel_key = hit.channel_key AND n.created_at = hit.created_at AND n.key {cmp} hit.key
+      AND {_OBSERVED_N}
+    WITH n ORDER BY n.key{order} LIMIT $window
+    RETURN n
+    UNION
+    MATCH (hit)-[:{IN}]->(:{CHANNEL})<-[:{IN}]-(n:{EPISODE})
+    WHERE hit.channel_key IS NULL AND {_OBSERVED_N}
+      AND (n.created_at {cmp} hit.created_at
+           OR (n.created_at = hit.created_at AND n.key {cmp} hit.key))
+    WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
+    RETURN n
+  }}
   WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
   RETURN n"""
-    by_edge = f"""
-  MATCH (hit)-[:{IN}]->(:{CHANNEL})<-[:{IN}]-(n:{EPISODE})
-  WHERE hit.channel_key IS NULL AND {near} AND {observed}
-  WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
-  RETURN n"""
-    return f"{by_index}\n  UNION{by_edge}"
 
 
 NEIGHBOURS: Final = f"""
