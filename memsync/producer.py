@@ -45,6 +45,8 @@ _TRANSIENT_REFUSALS = (
 )
 # A member no turn_ref can equal (they are escaped): ZADD XX on it writes nothing.
 _PROBE_MEMBER = "\x00memsync-write-probe"
+_PROBE_ATTEMPTS = 6
+_PROBE_PAUSE_SECONDS = 0.2
 
 Refusal = tuple[dict[str, Any], str]
 
@@ -287,12 +289,21 @@ class Producer:
         handled[0] += 1
 
     def _broker_takes_writes(self) -> bool:
-        """Whether the broker accepts a small write now (a write that changes nothing)."""
-        try:
-            self._inflight().client.zadd(keys.INFLIGHT_SINCE, {_PROBE_MEMBER: 0}, xx=True)
-        except redis.RedisError:
-            return False
-        return True
+        """Whether the broker accepts a small write now (a write that changes nothing).
+
+        Right after refusing a large command Redis may still count that command's own bytes (its
+        query buffer, freed by its periodic client cron) against maxmemory, so a failed probe is
+        tried again for up to about a second before the broker is taken to be full.
+        """
+        for attempt in range(_PROBE_ATTEMPTS):
+            try:
+                self._inflight().client.zadd(keys.INFLIGHT_SINCE, {_PROBE_MEMBER: 0}, xx=True)
+            except redis.RedisError:
+                if attempt + 1 < _PROBE_ATTEMPTS:
+                    time.sleep(_PROBE_PAUSE_SECONDS)
+                continue
+            return True
+        return False
 
     def _set_aside(self, refusals: list[Refusal]) -> None:
         """Record refused events in the spool; they must not be lost, so this waits for room."""
