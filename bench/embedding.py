@@ -13,8 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
+from bench.shared import shared_data_dir
 from pipeline.embedder import WordLlamaEmbedder, labelled
-from tests.datasets import TESTS_DATA_DIR, friends_raw_events, shared_data_dir
+from tests.datasets import TESTS_DATA_DIR, friends_raw_events
 
 
 def utterances() -> tuple[list[str], Path]:

@@ -17,12 +17,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.shared import shared_data_dir
 from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
-from tests.datasets import friends_raw_events, shared_data_dir
+from tests.datasets import friends_raw_events
 from workers import runtime, services
 from workers.demo import worker_env
 from workers.ledger import Ledger

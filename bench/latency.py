@@ -40,6 +40,7 @@ from typing import Any
 import neo4j
 
 from bench.bulkload import Corpus, Tenant, ensure_people, load, load_corpus, shape_check, write_rows
+from bench.shared import shared_data_dir
 from memsync.settings import Settings
 from pipeline.embedder import Embedder, make_embedder
 from pipeline.graph.cypher import bulkload as bulk_cypher
@@ -48,7 +49,7 @@ from pipeline.graph.schema import init_schema
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallMode, RecallQuery
-from tests.datasets import TESTS_DATA_DIR, shared_data_dir
+from tests.datasets import TESTS_DATA_DIR
 from workers import services
 
 TENANT = "bench-latency"

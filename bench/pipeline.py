@@ -12,13 +12,14 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from bench.shared import shared_data_dir
 from pipeline.graph.writer import plan_batch
 from pipeline.ingest import ingest_turns
 from pipeline.trust import ChannelTrustPolicy
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from schemas.records import SyncJob
-from tests.datasets import friends_raw_events, shared_data_dir, tau_raw_events
+from tests.datasets import friends_raw_events, tau_raw_events
 
 
 def _timed(label: str, count: int, unit: str, repeat: int, fn: Callable[[], Any]) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 
 from bench.bm25 import BM25, Document, windows
 from bench.recall_metric import CUTOFFS, Scores, messages_needed, score
+from bench.shared import shared_data_dir
 from pipeline.extract import RulesExtractor
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import ingest_turns
@@ -54,7 +55,6 @@ from tests.datasets import (
     RawEvent,
     friends_raw_event,
     friends_scenes,
-    shared_data_dir,
     slug,
 )
 

@@ -15,13 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.datasets import (
-    FRIENDSQA_FILE,
-    LICENCE_FILES,
-    TAU_BENCH_FILE,
-    TESTS_DATA_DIR,
-    shared_data_dir,
-)
+from bench.shared import shared_data_dir
+from tests.datasets import FRIENDSQA_FILE, LICENCE_FILES, TAU_BENCH_FILE, TESTS_DATA_DIR
 
 ROOT = TESTS_DATA_DIR.parents[1]
 # FriendsQA ships only the Apache notice; the licence asks that a copy of its text go along.

@@ -1,7 +1,7 @@
 """Loaders that turn the public conversation data sets into turn events, for tests and benchmarks.
 
 Tests read small slices vendored under tests/data (so a clone on its own runs them); benchmarks
-read the full sets from ``../shared/data`` beside the project (``shared_data_dir()``). Both trees
+read the full sets from ``../shared/data`` beside the project (``bench.shared``). Both trees
 have the same layout, and every loader takes the tree as ``root``. Loaders return plain
 JSON-shaped dicts (what a platform would emit) and have twins that validate them into
 ``TurnEvent`` objects. bench/slices.py cuts the slices; tests/data/README.md says how.
@@ -19,7 +19,6 @@ from typing import Any, TypedDict, cast
 from schemas.event import SCHEMA_VERSION, TurnEvent
 
 TESTS_DATA_DIR = Path(__file__).resolve().parent / "data"
-SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA_DIR = TESTS_DATA_DIR  # what tests read unless told otherwise
 
 # Paths inside a data tree (the slices keep the upstream names, so one loader reads both).
@@ -76,17 +75,6 @@ class FriendsScene(TypedDict):
 
     title: str
     utterances: list[FriendsUtterance]
-
-
-def shared_data_dir() -> Path:
-    """The full data sets beside the project, for benchmarks; a clear error if they are absent."""
-    if not (SHARED_DATA_DIR / TAU_BENCH_FILE).is_file():
-        raise FileNotFoundError(
-            f"the full public data sets are not at {SHARED_DATA_DIR} (expected "
-            f"{TAU_BENCH_FILE} and {FRIENDSQA_FILE} there); benchmarks need them beside the "
-            "project as ../shared/data. Tests do not: they read the slices in tests/data."
-        )
-    return SHARED_DATA_DIR
 
 
 def _at(conversation: int, index: int) -> str:

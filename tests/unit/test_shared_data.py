@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.shared import shared_data_dir
 from pipeline.fanout import fan_out
 from pipeline.filter import filter_turns
 from pipeline.graph.writer import plan_batch
@@ -22,7 +23,6 @@ from pipeline.trust import ChannelTrustPolicy, check_trust
 from pipeline.validate import validate_events
 from schemas.event import TurnEvent
 from schemas.keys import participant_key
-from tests import datasets
 from tests.datasets import (
     DATA_DIR,
     FRIENDS_OBSERVER_ID,
@@ -36,7 +36,6 @@ from tests.datasets import (
     friends_participant_id,
     friends_raw_event,
     friends_scenes,
-    shared_data_dir,
     slug,
     tau_events,
     tau_message_id,
@@ -56,15 +55,11 @@ def test_tests_read_the_slices_in_the_repository() -> None:
     assert friends_scenes() == friends_scenes(ROOT / "tests" / "data")
 
 
-def test_benchmarks_name_the_missing_shared_data(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setattr(datasets, "SHARED_DATA_DIR", tmp_path / "absent")
+def test_benchmarks_name_the_missing_shared_data(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"\.\./shared/data") as info:
-        shared_data_dir()
+        shared_data_dir(tmp_path / "absent")
     assert str(tmp_path / "absent") in str(info.value)
-    monkeypatch.setattr(datasets, "SHARED_DATA_DIR", DATA_DIR)  # any tree with both files
-    assert shared_data_dir() == DATA_DIR
+    assert shared_data_dir(DATA_DIR) == DATA_DIR  # any tree with both files
 
 
 def has_text(raw: Mapping[str, object]) -> bool:
