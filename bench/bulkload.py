@@ -35,7 +35,7 @@ from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import fingerprint
 from pipeline.memorize import AgentMemory
 from pipeline.resolve import identity_label
-from schemas.keys import channel_key, episode_key, participant_key
+from schemas.keys import channel_key, episode_key, participant_key, scope_token
 from schemas.memory import MemoryItem
 from tests.datasets import FRIENDSQA_FILE, first_speaker, friends_scenes, slug
 
@@ -226,6 +226,7 @@ class Tenant:
                     "channel_key": self.channel_key(channel),
                     "created_at": created,
                     "observers": observers,
+                    "scope": _episode_scope(self.channel_key(channel), observers, speaker_key),
                     "synced_at": synced_at,
                     "event_id": f"ev-{block}",
                 }
@@ -400,3 +401,18 @@ def shape_check(graph: GraphStore, corpus: Corpus, episodes: int = 4 * BLOCK) ->
         if compared and want_edges.get(edge) != got_edges.get(edge):
             problems.append(f"{edge}: writer {want_edges.get(edge)} bulk {got_edges.get(edge)}")
     return problems
+
+
+def _episode_scope(channel: str, observers: Sequence[str], speaker: str) -> str:
+    """The scope terms the writer's MERGE_OBSERVED leaves on an episode, in its order: each
+    observer adds the channel's, its own and the speaker's, once each."""
+    terms: list[str] = []
+    for agent in observers:
+        for term in (
+            scope_token("channel", channel),
+            scope_token("agent", agent),
+            scope_token("speaker", speaker),
+        ):
+            if term not in terms:
+                terms.append(term)
+    return " ".join(terms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 from urllib.parse import quote
 
 # Neo4j refuses to index a property value past about 8 KB ("Property value is too large to
@@ -32,3 +33,19 @@ def channel_key(tenant: str, channel_id: str) -> str:
 
 def episode_key(tenant: str, channel_id: str, message_id: str) -> str:
     return compose_key(tenant, "episode", channel_id, message_id)
+
+
+ScopeRole = Literal["agent", "channel", "speaker"]
+
+
+def scope_token(role: ScopeRole, key: str) -> str:
+    """An agent (who remembers), a channel or a speaker as one full-text search term.
+
+    Search indexes carry these terms beside the text, so a keyword query can be held to what
+    one agent observed, to one channel or to one speaker inside Lucene itself, instead of
+    filtering every tenant's matches afterwards. A 20-digit number: the English analyser
+    neither splits nor stems digits. 64 bits of SHA-256 over role and key; the graph filter
+    after the search still checks the real edges, so a collision could only cost a result.
+    """
+    digest = hashlib.sha256(f"{role}\x00{key}".encode()).digest()
+    return str(int.from_bytes(digest[:8], "big")).zfill(20)

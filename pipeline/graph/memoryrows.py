@@ -11,7 +11,7 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.memorize import AgentMemory
-from schemas.keys import compose_key
+from schemas.keys import compose_key, scope_token
 from schemas.memory import MemoryItem
 
 Rows = list[dict[str, Any]]
@@ -105,6 +105,7 @@ def _fact_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:
         "props": {
             "tenant": tenant_of(agent_key),
             "agent_key": agent_key,
+            "scope": scope_token("agent", agent_key),
             "subject_key": item.subject_key,
             "kind": item.kind,
             "predicate": item.predicate,
@@ -134,6 +135,7 @@ def _commitment_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any
         "props": {
             "tenant": tenant_of(agent_key),
             "agent_key": agent_key,
+            "scope": scope_token("agent", agent_key),
             "owed_by_key": item.owed_by_key,
             "owed_to_key": item.owed_to_key,
             "text": item.text,

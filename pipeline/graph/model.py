@@ -36,12 +36,16 @@ TRUST_KINDS: Final = ("friend", "team", "connected")
 KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY)
 
 # Search indexes per label: full-text (Lucene, English analyser) and vector (cosine).
+# Each full-text index also holds the node's `scope` terms (schemas/keys.py scope_token): the
+# observing agents and the channel of an episode, the owning agent of the rest.
 FULLTEXT_INDEXES: Final = {
-    EPISODE: "episode_text",
-    FACT: "fact_text",
-    COMMITMENT: "commitment_text",
-    SUMMARY: "summary_text",
+    EPISODE: "episode_search",
+    FACT: "fact_search",
+    COMMITMENT: "commitment_search",
+    SUMMARY: "summary_search",
 }
+# Full-text indexes of earlier versions (text only, no scope), dropped by `memsync graph init`.
+RETIRED_INDEXES: Final = ("episode_text", "fact_text", "commitment_text", "summary_text")
 VECTOR_INDEXES: Final = {
     EPISODE: "episode_embedding",
     FACT: "fact_embedding",

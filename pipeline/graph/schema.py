@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import neo4j
+
 from pipeline.errors import ConfigurationError
 from pipeline.graph import cypher
 from pipeline.graph.cypher import embed as embed_cypher
+from pipeline.graph.cypher import scope as scope_cypher
 from pipeline.graph.model import KEYED_LABELS
 from pipeline.graph.store import GraphStore
+from schemas.keys import scope_token
+
+BACKFILL_PAGE = 2000
 
 
 def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list[str]:
@@ -21,7 +29,40 @@ def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list
         for statement in statements:
             # Schema changes cannot share a transaction with each other in Neo4j.
             session.run(statement).consume()
+    backfill_scopes(graph)
     return statements
+
+
+def backfill_scopes(graph: GraphStore, page: int = BACKFILL_PAGE) -> dict[str, int]:
+    """Give the search `scope` terms to nodes written before they existed; the count per label.
+
+    Idempotent, and cheap once done (one count per label). A node written by an older worker
+    during the backfill is caught by the next `memsync graph init`.
+    """
+    done: dict[str, int] = {}
+    with graph.session() as session:
+        for label, count in scope_cypher.COUNT_UNSCOPED.items():
+            if not session.run(count).single(strict=True)["missing"]:
+                continue
+            done[label] = 0
+            after = ""
+            while True:
+                rows = list(session.run(scope_cypher.UNSCOPED_PAGE[label], after=after, page=page))
+                if not rows:
+                    break
+                after = rows[-1]["key"]
+                updates = [
+                    {
+                        "key": r["key"],
+                        "scope": " ".join(scope_token(*pair) for pair in r["sources"]),
+                    }
+                    for r in rows
+                    if r["missing"]
+                ]
+                if updates:
+                    session.execute_write(_set_scope, scope_cypher.SET_SCOPE[label], updates)
+                    done[label] += len(updates)
+    return done
 
 
 def missing_constraints(graph: GraphStore) -> list[str]:
@@ -38,3 +79,7 @@ def require_schema(graph: GraphStore) -> None:
         raise ConfigurationError(
             f"uniqueness constraints missing for {', '.join(missing)}; run `memsync graph init`"
         )
+
+
+def _set_scope(tx: neo4j.ManagedTransaction, statement: str, rows: list[dict[str, Any]]) -> None:
+    tx.run(statement, rows=rows).consume()

@@ -12,6 +12,7 @@ cannot appear.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -41,7 +42,7 @@ from pipeline.rank import (
     runs,
     select,
 )
-from schemas.keys import channel_key, participant_key
+from schemas.keys import channel_key, participant_key, scope_token
 from schemas.recall import RecallItem, RecallKind, RecallQuery
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ VECTOR_WEIGHT: Final = 0.5
 # _MIN_FETCH): the context scores need the weaker hits around a strong one too.
 _FETCH_FACTOR: Final = 3
 _MIN_FETCH: Final = 30
+_FILTERED_OVERSAMPLE: Final = 4
+INDEX_STATUS_SECONDS: Final = 10.0
+_ALL_SEARCH_INDEXES: Final = frozenset(FULLTEXT_INDEXES.values()) | frozenset(
+    VECTOR_INDEXES.values()
+)
 # Up to this many embedded nodes in scope, vector search computes exact cosine over all of them
 # (a scan of a few thousand short vectors costs about what the index does, and misses nothing);
 # beyond it the tenant-wide index is asked for _VECTOR_OVERSAMPLE times more neighbours than
@@ -88,7 +94,7 @@ def recall(
     params = _scope_params(query, dm_policy)
     lucene = search_cypher.lucene_query(query.query)
     with graph.session(write=False) as session:
-        online = {r["name"] for r in session.run(search_cypher.ONLINE_SEARCH_INDEXES)}
+        online = _online_indexes(graph, session)
         if lucene is None:
             return _recent(session, query, params)
         vector = _query_vector(query, embedder, online)
@@ -102,7 +108,12 @@ def recall(
                 label = LABELS[kind]
                 if FULLTEXT_INDEXES[label] in online:
                     statement = search_cypher.KEYWORD_SEARCH[label]
-                    extra = {"index": FULLTEXT_INDEXES[label], "lucene": lucene, "limit": fetch}
+                    extra = {
+                        "index": FULLTEXT_INDEXES[label],
+                        "lucene": search_cypher.scoped_query(lucene, _scope_terms(label, query)),
+                        "k": fetch * _oversample(label, query),
+                        "limit": fetch,
+                    }
                     found.update(
                         _collect(kind, _run(session, statement, {**params, **extra}), rows)
                     )
@@ -172,7 +183,11 @@ def _vector_search(
         label = LABELS[kind]
         if VECTOR_INDEXES[label] not in online:
             continue
-        values: dict[str, Any] = {"vector": vector, "limit": fetch}
+        values: dict[str, Any] = {
+            "vector": vector,
+            "limit": fetch,
+            "k": fetch * _oversample(label, query),
+        }
         statement = _exact_statement(kind, size, in_channel=params["channel_key"] is not None)
         if statement is None:
             statement = search_cypher.VECTOR_SEARCH[label]
@@ -199,6 +214,41 @@ def _exact_statement(kind: RecallKind, size: dict[str, Any], *, in_channel: bool
     if in_channel and (size["channel_episodes"] or 0) <= EXACT_VECTOR_MAX:
         return search_cypher.EXACT_CHANNEL_VECTOR_SEARCH
     return None
+
+
+def _online_indexes(graph: GraphStore, session: neo4j.Session) -> set[str]:
+    """The search indexes ready to query. When every full-text index exists and no search
+    index is still populating, that is remembered for INDEX_STATUS_SECONDS (indexes go away
+    only in an operator's upgrade); otherwise it is asked every time, so recall uses a new
+    index as soon as it is online."""
+    status = graph.index_status
+    if status and time.monotonic() - status["at"] < INDEX_STATUS_SECONDS:
+        return set(status["online"])
+    states = {r["name"]: r["state"] for r in session.run(search_cypher.SEARCH_INDEXES)}
+    online = {name for name, state in states.items() if state == "ONLINE"}
+    if online == set(states) and online >= set(FULLTEXT_INDEXES.values()):
+        graph.index_status.update(at=time.monotonic(), online=frozenset(online))
+    return online
+
+
+def _scope_terms(label: str, query: RecallQuery) -> list[str]:
+    """The scope terms a keyword hit of `label` must carry: the agent's, and the channel's or
+    speaker's when the query is held to one (writer.py and summaries.py write them)."""
+    terms = [scope_token("agent", participant_key(query.tenant, query.agent_id))]
+    if query.channel_id and label in (EPISODE, SUMMARY):
+        terms.append(scope_token("channel", channel_key(query.tenant, query.channel_id)))
+    if query.about and label == EPISODE:
+        terms.append(scope_token("speaker", participant_key(query.tenant, query.about)))
+    return terms
+
+
+def _oversample(label: str, query: RecallQuery) -> int:
+    """How many times deeper than needed Lucene is read for `label`: the graph filter drops
+    superseded, expired, closed and out-of-audience facts and commitments, and anything outside
+    a time window, none of which the scope terms know."""
+    if label in (FACT, COMMITMENT) or query.since is not None or query.until is not None:
+        return _FILTERED_OVERSAMPLE
+    return 1
 
 
 def _scope_params(query: RecallQuery, dm_policy: str) -> dict[str, Any]:

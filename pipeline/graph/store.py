@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import neo4j
 from neo4j import Driver, GraphDatabase
@@ -21,6 +22,9 @@ class GraphStore:
     database: str
     # Set when a connection was left in an undefined state; the owner should build a new store.
     health: dict[str, bool] = field(default_factory=lambda: {"broken": False})
+    # What recall last learnt of the search indexes, and when (pipeline/graph/search.py), so
+    # that it asks the server again only every few seconds.
+    index_status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def broken(self) -> bool:

@@ -28,7 +28,7 @@ from pipeline.graph.cypher import summary as summary_cypher
 from pipeline.graph.store import GraphStore
 from pipeline.summarize import EpisodeText, episode_tokens
 from schemas.keys import channel_key as make_channel_key
-from schemas.keys import compose_key, participant_key
+from schemas.keys import compose_key, participant_key, scope_token
 
 # Episodes are filtered from this time on; Neo4j compares no datetime with null.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -209,6 +209,7 @@ def write_summary(graph: GraphStore, new: NewSummary) -> int | None:
         "tenant": new.tenant,
         "agent_key": new.agent_key,
         "channel_key": new.channel_key,
+        "scope": f"{scope_token('agent', new.agent_key)} {scope_token('channel', new.channel_key)}",
         "text": new.text,
         "version": version,
         "covers_until": new.covers_until.created_at,

@@ -14,7 +14,7 @@ from pipeline.graph import cypher
 from pipeline.graph.memoryrows import MemoryRows, plan_memory
 from pipeline.graph.store import GraphStore
 from pipeline.memorize import AgentMemory
-from schemas.keys import participant_key
+from schemas.keys import participant_key, scope_token
 from schemas.records import SyncJob
 
 Rows = list[dict[str, Any]]
@@ -104,6 +104,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
             "title": job.channel.title,
         }
         seen: list[str] = []
+        terms = [scope_token("channel", job.channel.key), scope_token("agent", job.agent.key)]
         for m in job.messages:
             mark = fingerprint(m.speaker_key, m.content)
             first = episodes.setdefault(
@@ -129,6 +130,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
             observed[(job.agent.key, m.key)] = {
                 "agent_key": job.agent.key,
                 "episode_key": m.key,
+                "scope": [*terms, scope_token("speaker", m.speaker_key)],
                 "synced_at": now,
                 "event_id": job.event_id,
             }

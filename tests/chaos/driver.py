@@ -453,9 +453,10 @@ def stacks(pid: int) -> str:
         pids += [int(c) for c in children.read_text().split()]
     dumps = []
     for p in pids:
+        dumps.append(thread_states(p))
         try:
             out = subprocess.run(
-                [str(PY_SPY), "dump", "--pid", str(p)],
+                [str(PY_SPY), "dump", "--native", "--pid", str(p)],
                 check=False,
                 capture_output=True,
                 text=True,
@@ -465,6 +466,22 @@ def stacks(pid: int) -> str:
         except (OSError, subprocess.TimeoutExpired) as exc:
             dumps.append(f"pid {p}: no stack ({exc!r})")
     return "\n".join(dumps)
+
+
+def thread_states(pid: int) -> str:
+    """Each thread's kernel state and wait channel: a stopped, a GIL-starved and a sleeping
+    thread look alike in a Python stack."""
+    lines = [f"pid {pid} threads (tid state wchan):"]
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            stat = (task / "stat").read_text()
+            state = stat[stat.rindex(")") + 2 :].split()[0]
+            wchan = (task / "wchan").read_text().strip() or "-"
+            name = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        lines.append(f"  {task.name} {name} {state} {wchan}")
+    return "\n".join(lines)
 
 
 def report(result: ChaosResult) -> str:

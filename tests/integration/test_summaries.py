@@ -16,6 +16,7 @@ from memsync import keys as redis_keys
 from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
+from pipeline.graph.model import FULLTEXT_INDEXES, SUMMARY
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import (
     SummaryView,
@@ -327,10 +328,11 @@ def test_a_worker_folds_a_channel_once_it_passes_the_budget(
     # Covered by the full-text index, and embedded (or waiting for it).
     with graph.session(write=False) as session:
         found = session.run(
-            "CALL db.index.fulltext.queryNodes('summary_text', $q) YIELD node "
+            "CALL db.index.fulltext.queryNodes($index, $q) YIELD node "
             "WHERE node.tenant = $tenant "
             "RETURN node.key AS key, node.embed_pending AS pending, "
             "node.embedding IS NOT NULL AS embedded",
+            index=FULLTEXT_INDEXES[SUMMARY],
             q="BK0002Q",
             tenant=tenant,
         ).data()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.keys import MAX_KEY_CHARS, compose_key
+from schemas.keys import MAX_KEY_CHARS, compose_key, scope_token
 
 parts = st.lists(st.text(max_size=3000), min_size=1, max_size=4)
 
@@ -26,3 +26,13 @@ def test_long_keys_keep_a_prefix_and_end_in_a_digest() -> None:
 
 def test_keys_that_fit_are_unchanged() -> None:
     assert compose_key("acme", "slack:U1", "a b") == "acme:slack%3AU1:a%20b"
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(st.text(max_size=300))
+def test_a_scope_term_is_twenty_digits_and_differs_by_role(key: str) -> None:
+    terms = {scope_token(role, key) for role in ("agent", "channel", "speaker")}
+    # Digits only: Lucene's English analyser keeps such a token whole and unstemmed.
+    assert all(len(t) == 20 and t.isdigit() for t in terms)
+    assert len(terms) == 3  # an agent observing and the same agent speaking are different terms
+    assert scope_token("agent", key) == scope_token("agent", key)

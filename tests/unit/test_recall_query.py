@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.graph.cypher.search import MAX_TERMS, lucene_query
+from pipeline.graph.cypher.search import MAX_TERMS, lucene_query, scoped_query
 from schemas.recall import MAX_LIMIT, RecallItem, RecallQuery
 
 
@@ -92,3 +92,12 @@ def test_long_questions_are_capped() -> None:
     terms = [t for t in built.split() if not t.startswith('"') and not t.endswith('"')]
     assert len(terms) == MAX_TERMS
     assert built.count('"') == 2 * (MAX_TERMS - 1)  # a phrase per adjacent pair, no more
+
+
+def test_a_scoped_query_requires_every_term_at_no_weight_and_the_words_too() -> None:
+    words = lucene_query("aisle seat")
+    assert words is not None
+    scoped = scoped_query(words, ["01234567890123456789", "98765432109876543210"])
+    assert scoped == (
+        '+scope:01234567890123456789^0 +scope:98765432109876543210^0 +(aisle seat "aisle seat")'
+    )

@@ -19,7 +19,7 @@ CREATE (e:{EPISODE} {{key: row.key, tenant: row.tenant, id: row.id, role: row.ro
                       content: row.content, speaker_label: row.speaker_label,
                       speaker_id: row.speaker_id, fingerprint: row.fingerprint,
                       created_at: row.created_at, channel_key: row.channel_key,
-                      embed_pending: true}})
+                      embed_pending: true, scope: row.scope}})
 CREATE (s)-[:{SAID}]->(e)
 CREATE (e)-[:{IN}]->(c)
 WITH e, row

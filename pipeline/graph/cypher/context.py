@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.cypher.search import _audience as audience
+from pipeline.graph.cypher.search import audience_filter as audience
 from pipeline.graph.model import (
     AGENT,
     CHANNEL,

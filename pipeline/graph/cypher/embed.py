@@ -53,13 +53,16 @@ PENDING: Final = {
 
 def _store(label: str, text: str, speaker: str) -> str:
     # A node whose text changed since it was read keeps embed_pending (and its old vector, if
-    # any) so the next pass embeds the new text; only matching rows are marked done.
+    # any) so the next pass embeds the new text; only matching rows are marked done. The
+    # procedure stores 32-bit floats: half the bytes of a plain list property, and exact cosine
+    # over a scope reads every vector in it.
     return f"""
 UNWIND $rows AS row
 MATCH (n:{label} {{key: row.key}})
 WHERE n.embed_pending = true AND {text} = row.text
   AND coalesce({speaker}, '') = coalesce(row.speaker_label, '')
-SET n.embedding = row.embedding, n.embedded_with = $model
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+SET n.embedded_with = $model
 REMOVE n.embed_pending
 RETURN count(n) AS stored
 """

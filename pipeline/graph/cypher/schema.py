@@ -12,6 +12,7 @@ from pipeline.graph.model import (
     FULLTEXT_INDEXES,
     KEYED_LABELS,
     PARTICIPANT,
+    RETIRED_INDEXES,
     SUMMARY,
 )
 
@@ -43,10 +44,11 @@ INDEXES: Final = (
         for label in (EPISODE, FACT, COMMITMENT, SUMMARY)
     ),
     # Recall by keyword: English analysis (stemming, stop words), so "seat preference" finds
-    # "I prefer an aisle seat"; an episode is found by its speaker's label too.
+    # "I prefer an aisle seat"; an episode is found by its speaker's label too. The `scope`
+    # terms let a query keep to one agent's (or channel's) nodes inside Lucene.
     *(
         f"CREATE FULLTEXT INDEX {FULLTEXT_INDEXES[label]} IF NOT EXISTS FOR (n:{label}) "
-        f"ON EACH [{', '.join(f'n.{p}' for p in properties)}] "
+        f"ON EACH [{', '.join(f'n.{p}' for p in (*properties, 'scope'))}] "
         "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
         for label, properties in (
             (EPISODE, ("content", "speaker_label")),
@@ -55,6 +57,7 @@ INDEXES: Final = (
             (SUMMARY, ("text",)),
         )
     ),
+    *(f"DROP INDEX {name} IF EXISTS" for name in RETIRED_INDEXES),
     # The current rolling summary of (agent, channel) in one seek (pipeline/graph/summaries.py).
     f"CREATE INDEX summary_agent_channel_current IF NOT EXISTS "
     f"FOR (n:{SUMMARY}) ON (n.agent_key, n.channel_key, n.current)",

@@ -85,6 +85,14 @@ def lucene_query(text: str | None) -> str | None:
     return " ".join(terms + phrases)
 
 
+def scoped_query(lucene: str, terms: list[str]) -> str:
+    """`lucene` held to nodes carrying every one of the scope terms (schemas/keys.py
+    scope_token). The terms are required but weigh nothing (boost 0), so scores stay those of
+    the words; and the words stay required too, or a bare scope match would be a hit."""
+    required = " ".join(f"+scope:{term}^0" for term in terms)
+    return f"{required} +({lucene})"
+
+
 # -- scope: what one agent may see ----------------------------------------------------------------
 
 # Episodes the agent observed, of the tenant, in the channel when one is given (old episodes
@@ -114,7 +122,7 @@ LIMIT $limit
 """
 
 
-def _audience(node: str) -> str:
+def audience_filter(node: str) -> str:
     """Relationship memory may enter the target channel only if its audience could have heard it.
 
     Evidence in the target channel itself, or in any group or public channel, is fine. Evidence
@@ -148,7 +156,7 @@ WHERE f.tenant = $tenant
   AND ($sources IS NULL OR f.source IN $sources)
   AND ($since IS NULL OR f.stated_at >= $since)
   AND ($until IS NULL OR f.stated_at < $until)
-{_audience("f")}
+{audience_filter("f")}
 """
 
 
@@ -183,7 +191,7 @@ WHERE m.tenant = $tenant
   AND ($sources IS NULL OR m.source IN $sources)
   AND ($since IS NULL OR m.opened_at >= $since)
   AND ($until IS NULL OR m.opened_at < $until)
-{_audience("m")}
+{audience_filter("m")}
 """
 
 _COMMITMENT_RETURN = f"""
@@ -215,7 +223,9 @@ ORDER BY score DESC, key
 LIMIT $limit
 """
 
-_FULLTEXT = "CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score\n"
+# Lucene returns only its `$k` best, so `$lucene` must already hold the query to the agent's
+# scope terms (scoped_query); the graph filter after it is the authority on what may be seen.
+_FULLTEXT = "CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $k}) YIELD node, score\n"
 # The vector index spans every tenant and agent: it is asked for `$k` (oversampled) neighbours
 # and the scope filter keeps the agent's own.
 _VECTOR = "CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score\n"
@@ -245,12 +255,33 @@ def _exact(scope: str, label: str) -> str:
     )
 
 
+# Per label (facts and commitments): the node's own edge from the agent, the only cheap test.
+_OWN: Final = {
+    FACT: f"MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})",
+    COMMITMENT: f"MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})",
+}
+
+
+def _exact_then_filter(label: str) -> str:
+    """Exact cosine over the agent's own nodes, then the full scope filter on the `$k` best only:
+    the DM audience rule walks each node's evidence, which costs more than the cosine."""
+    var, bound, scope, tail = _SCOPES[label]
+    return (
+        f"{_OWN[label]}\nWHERE {var}.embedding IS NOT NULL\n"
+        f"WITH {var}, vector.similarity.cosine({var}.embedding, $vector) AS score\n"
+        f"ORDER BY score DESC LIMIT $k\n{scope}WITH {bound}, score{tail}"
+    )
+
+
 # Per label: the keyword (full-text) and vector statements, each scoped to the agent.
 KEYWORD_SEARCH: Final = {label: _search(_FULLTEXT, label) for label in _SCOPES}
 VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
 # Per label: exact cosine over everything in the agent's scope (no index, no oversampling), for
 # scopes small enough to scan; scores on the vector index's scale ((1 + cosine) / 2).
-EXACT_VECTOR_SEARCH: Final = {label: _exact(_SCOPES[label][2], label) for label in _SCOPES}
+EXACT_VECTOR_SEARCH: Final = {
+    label: _exact_then_filter(label) if label in _OWN else _exact(_SCOPES[label][2], label)
+    for label in _SCOPES
+}
 # Exact cosine over one channel's episodes (found through the channel_key index), for an agent
 # too big to scan whose recall is held to a small channel.
 EXACT_CHANNEL_VECTOR_SEARCH: Final = _exact(
@@ -277,18 +308,20 @@ RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
          AS channel_episodes
 """
 
-# Which search indexes are ready to be queried (an absent or populating one is skipped).
-ONLINE_SEARCH_INDEXES: Final = """
+# The search indexes and their states (only an ONLINE one can be queried).
+SEARCH_INDEXES: Final = """
 SHOW INDEXES YIELD name, type, state
-WHERE type IN ['FULLTEXT', 'VECTOR'] AND state = 'ONLINE'
-RETURN name
+WHERE type IN ['FULLTEXT', 'VECTOR']
+RETURN name, state
 """
 
 
 # The episodes just before and after each hit in its channel, by time, that the agent also
 # observed. Strictly earlier (later) episodes come from the (channel_key, created_at) index in
 # index order, so the seek stops after `$window` observed ones instead of reading the channel's
-# whole history; episodes at the hit's very timestamp are a second, tiny seek ordered by key
+# whole history (the planner takes the index's order only when ORDER BY names both of its
+# properties: by created_at alone it reads every earlier episode and sorts them). Episodes at
+# the hit's very timestamp are a second, tiny seek ordered by key
 # (an OR of the two defeats index order). Old episodes without channel_key go through IN.
 _OBSERVED_N = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
 
@@ -299,7 +332,7 @@ def _side(before: bool) -> str:
   CALL (hit) {{
     MATCH (n:{EPISODE})
     WHERE n.channel_key = hit.channel_key AND n.created_at {cmp} hit.created_at AND {_OBSERVED_N}
-    WITH n ORDER BY n.created_at{order} LIMIT $window
+    WITH n ORDER BY n.channel_key{order}, n.created_at{order} LIMIT $window
     RETURN n
     UNION
     MATCH (n:{EPISODE})

@@ -44,7 +44,8 @@ ORDER BY e.created_at, e.key
 # lost a race (another worker wrote a version meanwhile, or the same one first) writes nothing.
 # The version number is part of the key, so two folds of the same version meet on one key; the
 # uniqueness constraint serialises them, and only the one whose token the node carries goes on.
-# The superseded version stays (audit) but stops being current and is not embedded any more.
+# The superseded version stays (audit) but stops being current, is not embedded any more and
+# loses its scope terms (keyword search within a scope finds only current versions).
 WRITE_SUMMARY: Final = f"""
 MATCH (a:{AGENT} {{key: $agent_key}})
 MATCH (c:{CHANNEL} {{key: $channel_key}})
@@ -58,7 +59,7 @@ ON CREATE SET s += $props, s.fold_token = $token, s.current = true,
               s.embed_pending = CASE WHEN $props.text <> '' THEN true END
 WITH a, c, currents, s
 WHERE s.fold_token = $token
-FOREACH (old IN currents | SET old.current = false REMOVE old.embed_pending)
+FOREACH (old IN currents | SET old.current = false REMOVE old.embed_pending, old.scope)
 MERGE (a)-[:{SUMMARISED}]->(s)
 MERGE (s)-[:{OF}]->(c)
 RETURN s.version AS version

@@ -111,12 +111,16 @@ WHERE NOT same
 RETURN row.key AS key
 """
 
+# Each observer adds its own and the channel's scope terms to the episode (once each: every term
+# is 20 digits, so a term is in the string only as a whole term), for scoped keyword search.
 MERGE_OBSERVED: Final = f"""
 UNWIND $rows AS row
 MATCH (a:{AGENT} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
 MERGE (a)-[r:{OBSERVED}]->(e)
 ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+SET e.scope = reduce(s = coalesce(e.scope, ''), t IN row.scope |
+                     CASE WHEN s CONTAINS t THEN s ELSE trim(s + ' ' + t) END)
 """
 
 # -- writer: memory (facts, commitments), in the same transaction as the episodes they cite --------

@@ -1,0 +1,63 @@
+"""Backfill of the `scope` search terms on nodes written before they existed (`memsync graph
+init`): which nodes lack them, the keys their terms come from, and setting them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.graph.model import (
+    AGENT,
+    CHANNEL,
+    COMMITMENT,
+    EPISODE,
+    FACT,
+    IN,
+    OBSERVED,
+    PARTICIPANT,
+    SAID,
+    SUMMARY,
+)
+
+# Only a current summary carries scope terms (WRITE_SUMMARY removes them from older versions).
+_NEEDS_SCOPE: Final = {
+    EPISODE: "n.scope IS NULL",
+    FACT: "n.scope IS NULL",
+    COMMITMENT: "n.scope IS NULL",
+    SUMMARY: "n.scope IS NULL AND n.current = true",
+}
+
+# Where a node's terms come from, as [role, key] pairs (schemas/keys.py scope_token): an
+# episode's channel, observing agents and speaker; the agent of a fact or commitment; the agent
+# and channel of a summary.
+_SOURCES: Final = {
+    EPISODE: (
+        f"[['channel', coalesce(n.channel_key, head([(n)-[:{IN}]->(c:{CHANNEL}) | c.key]))]]"
+        f" + [(a:{AGENT})-[:{OBSERVED}]->(n) | ['agent', a.key]]"
+        f" + [(s:{PARTICIPANT})-[:{SAID}]->(n) | ['speaker', s.key]]"
+    ),
+    FACT: "[['agent', n.agent_key]]",
+    COMMITMENT: "[['agent', n.agent_key]]",
+    SUMMARY: "[['agent', n.agent_key], ['channel', n.channel_key]]",
+}
+
+COUNT_UNSCOPED: Final = {
+    label: f"MATCH (n:{label}) WHERE {where} RETURN count(n) AS missing"
+    for label, where in _NEEDS_SCOPE.items()
+}
+
+# One page of nodes lacking terms, in key order after `$after` (the key constraint's index
+# gives the order, so each page starts where the last ended instead of rescanning).
+UNSCOPED_PAGE: Final = {
+    label: f"""
+MATCH (n:{label}) WHERE n.key > $after
+WITH n ORDER BY n.key LIMIT $page
+RETURN n.key AS key, {_NEEDS_SCOPE[label]} AS missing,
+       [pair IN {_SOURCES[label]} WHERE pair[1] IS NOT NULL] AS sources
+"""
+    for label in _NEEDS_SCOPE
+}
+
+SET_SCOPE: Final = {
+    label: f"UNWIND $rows AS row MATCH (n:{label} {{key: row.key}}) SET n.scope = row.scope"
+    for label in _NEEDS_SCOPE
+}
