@@ -20,6 +20,7 @@ The budget and its priority order are pipeline/context.py's.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -39,7 +40,7 @@ from schemas.context import (
     ContextSummary,
 )
 from schemas.keys import channel_key, participant_key
-from schemas.recall import RecallItem, RecallKind, RecallQuery
+from schemas.recall import RecallKind, RecallQuery
 
 # Presence looks this many of the channel's latest episodes back (bounded work per call).
 PRESENCE_SCAN: Final = 1000
@@ -95,35 +96,23 @@ def build_context(
         "scan": PRESENCE_SCAN,
         "limit": MAX_READ,
     }
-    with graph.session(write=False) as session:
-        info = session.run(context_cypher.CHANNEL_INFO, params).single(strict=True)
-        present = [_native(dict(r)) for r in session.run(context_cypher.PRESENT, params)]
-        parties = {row["key"]: _party(row) for row in present}
-        agent = parties.get(agent_key) or ContextParty(
-            id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
+    # Recall is independent of the rest: it runs in a second thread (its own sessions) while
+    # the channel, its people, facts, commitments and summary are read here.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-context") as pool:
+        recalled = (
+            pool.submit(recall, graph, recall_query, embedder=embedder, dm_policy=dm_policy)
+            if recall_query is not None
+            else None
         )
-        parties.setdefault(agent_key, agent)
-        subjects = {**parties}
-        channel = ContextChannel(id=channel_id, kind=info["kind"], title=info["title"])
-        params["subject_keys"] = [*subjects, chan_key]
-        fact_rows = [_native(dict(r)) for r in session.run(context_cypher.FACTS, params)]
-        commitment_rows = [
-            _native(dict(r)) for r in session.run(context_cypher.COMMITMENTS, params)
-        ]
-    here = ContextParty(id=channel_id, label=f"everyone in {channel.name}")
-    facts = [
-        _fact(row, subjects, chan_key, here, now=now, stale_after_days=stale_after_days)
-        for row in fact_rows
-    ]
-    commitments = [_commitment(row) for row in commitment_rows]
-    summary = _summary(graph, tenant, agent_id, channel_id)
+        agent, parties, channel, facts, commitments = _structure(
+            graph, params, agent_id, channel_id, now=now, stale_after_days=stale_after_days
+        )
+        summary = _summary(graph, tenant, agent_id, channel_id)
+        found = recalled.result() if recalled is not None else []
     shown = {f.key for f in facts} | {c.key for c in commitments}
     if summary is not None:
         shown.add(summary.key)
-    memories: list[RecallItem] = []
-    if recall_query is not None:
-        found = recall(graph, recall_query, embedder=embedder, dm_policy=dm_policy)
-        memories = [item for item in found if item.key not in shown]
+    memories = [item for item in found if item.key not in shown]
     return fit(
         Context(
             tenant=tenant,
@@ -139,6 +128,46 @@ def build_context(
             budget_tokens=budget_tokens,
         )
     )
+
+
+def _structure(
+    graph: GraphStore,
+    params: dict[str, Any],
+    agent_id: str,
+    channel_id: str,
+    *,
+    now: datetime,
+    stale_after_days: int,
+) -> tuple[
+    ContextParty,
+    dict[str, ContextParty],
+    ContextChannel,
+    list[ContextFact],
+    list[ContextCommitment],
+]:
+    """The agent, who is present, the channel, and the current facts and open commitments
+    about them (and the channel) that its audience may hear."""
+    agent_key, chan_key = params["agent_key"], params["channel_key"]
+    with graph.session(write=False) as session:
+        info = session.run(context_cypher.CHANNEL_INFO, params).single(strict=True)
+        present = [_native(dict(r)) for r in session.run(context_cypher.PRESENT, params)]
+        parties = {row["key"]: _party(row) for row in present}
+        agent = parties.get(agent_key) or ContextParty(
+            id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
+        )
+        parties.setdefault(agent_key, agent)
+        channel = ContextChannel(id=channel_id, kind=info["kind"], title=info["title"])
+        subject_params = {**params, "subject_keys": [*parties, chan_key]}
+        fact_rows = [_native(dict(r)) for r in session.run(context_cypher.FACTS, subject_params)]
+        commitment_rows = [
+            _native(dict(r)) for r in session.run(context_cypher.COMMITMENTS, subject_params)
+        ]
+    here = ContextParty(id=channel_id, label=f"everyone in {channel.name}")
+    facts = [
+        _fact(row, parties, chan_key, here, now=now, stale_after_days=stale_after_days)
+        for row in fact_rows
+    ]
+    return agent, parties, channel, facts, [_commitment(row) for row in commitment_rows]
 
 
 def _summary(

@@ -13,6 +13,9 @@ COMMITMENT: Final = "Commitment"
 # A stored "done"/"cancel that": kept on its own so it closes its commitment in any arrival order.
 CLOSURE: Final = "Closure"
 SUMMARY: Final = "Summary"
+# An agent looked up by key: the key's uniqueness constraint (and index) is on Participant, so a
+# pattern naming Agent alone would scan every agent of every tenant.
+AGENT_NODE: Final = f"{PARTICIPANT}:{AGENT}"
 
 SAID: Final = "SAID"
 IN: Final = "IN"

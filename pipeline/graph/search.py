@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Final
 
 import neo4j
@@ -46,6 +48,9 @@ from schemas.keys import channel_key, participant_key, scope_token
 from schemas.recall import RecallItem, RecallKind, RecallQuery
 
 log = logging.getLogger(__name__)
+
+# Each node's kind and its row as read, by key.
+Rows = dict[str, tuple[RecallKind, dict[str, Any]]]
 
 DM_POLICIES: Final = ("never", "same_people")
 LABELS: Final[dict[RecallKind, str]] = {
@@ -97,38 +102,34 @@ def recall(
         online = _online_indexes(graph, session)
         if lucene is None:
             return _recent(session, query, params)
-        vector = _query_vector(query, embedder, online)
-        keyword = query.mode != "vector" or vector is None
-        rows: dict[str, tuple[RecallKind, dict[str, Any]]] = {}
-        lists: list[tuple[dict[str, float], float]] = []
-        fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
+    vector = _query_vector(query, embedder, online)
+    keyword = query.mode != "vector" or vector is None
+    fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
+    keyword_rows: Rows = {}
+    vector_rows: Rows = {}
+    lists: list[tuple[dict[str, float], float]] = []
+    # The two retrievers are independent round trips: the vector one runs in a second thread
+    # (its own session) while this one asks Lucene, so a hybrid recall waits for the slower
+    # of the two, not for both.
+    ask = _Ask(graph, query, params, fetch, online)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-recall") as pool:
+        meaning = (
+            pool.submit(_vector_search, ask, vector, vector_rows) if vector is not None else None
+        )
         if keyword:
-            found = {}
-            for kind in query.kinds:
-                label = LABELS[kind]
-                if FULLTEXT_INDEXES[label] in online:
-                    statement = search_cypher.KEYWORD_SEARCH[label]
-                    extra = {
-                        "index": FULLTEXT_INDEXES[label],
-                        "lucene": search_cypher.scoped_query(lucene, _scope_terms(label, query)),
-                        "k": fetch * _oversample(label, query),
-                        "limit": fetch,
-                    }
-                    found.update(
-                        _collect(kind, _run(session, statement, {**params, **extra}), rows)
-                    )
+            found = _keyword_search(ask, lucene, keyword_rows)
             lists.append((normalise(found), KEYWORD_WEIGHT))
-        if vector is not None:
-            found = _vector_search(
-                session, query, params, vector, fetch=fetch, online=online, rows=rows
-            )
+        if meaning is not None:
+            found = meaning.result()
             # The weakest candidate fetched stands for what was not: it maps to zero.
             floor = sorted(found.values(), reverse=True)[:fetch][-1] if found else 0.0
             lists.append((normalise(found, floor=floor), VECTOR_WEIGHT))
-        relevance = combine(lists)
-        hits = sorted(
-            (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
-        )[: query.limit]
+    rows = {**vector_rows, **keyword_rows}
+    relevance = combine(lists)
+    hits = sorted(
+        (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
+    )[: query.limit]
+    with graph.session(write=False) as session:
         around = _neighbours(session, hits, params, query.neighbours)
     return _answer(query, relevance, rows, hits, around)
 
@@ -166,38 +167,62 @@ def _order(p: Passage) -> tuple[str, Any, str]:
     return p.order
 
 
-def _vector_search(
-    session: neo4j.Session,
-    query: RecallQuery,
-    params: dict[str, Any],
-    vector: list[float],
-    *,
-    fetch: int,
-    online: set[str],
-    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
-) -> dict[str, float]:
-    """Cosine scores across every kind asked for: exact over a small scope, else the index."""
-    size = dict(session.run(search_cypher.SCOPE_SIZE, params).single(strict=True))
+@dataclass(frozen=True)
+class _Ask:
+    """One recall as both retrievers see it."""
+
+    graph: GraphStore
+    query: RecallQuery
+    params: dict[str, Any]
+    fetch: int
+    online: set[str]
+
+
+def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
+    """Lucene's BM25 scores across every kind asked for, each held to the agent's scope."""
+    query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
     found: dict[str, float] = {}
-    for kind in query.kinds:
-        label = LABELS[kind]
-        if VECTOR_INDEXES[label] not in online:
-            continue
-        values: dict[str, Any] = {
-            "vector": vector,
-            "limit": fetch,
-            "k": fetch * _oversample(label, query),
-        }
-        statement = _exact_statement(kind, size, in_channel=params["channel_key"] is not None)
-        if statement is None:
-            statement = search_cypher.VECTOR_SEARCH[label]
-            k = min(fetch * _VECTOR_OVERSAMPLE, _MAX_VECTOR_K)
-            values.update(index=VECTOR_INDEXES[label], k=k)
-        try:
+    with ask.graph.session(write=False) as session:
+        for kind in query.kinds:
+            label = LABELS[kind]
+            if FULLTEXT_INDEXES[label] not in online:
+                continue
+            values = {
+                "index": FULLTEXT_INDEXES[label],
+                "lucene": search_cypher.scoped_query(lucene, _scope_terms(label, query)),
+                "k": fetch * _oversample(label, query),
+                "limit": fetch,
+            }
+            statement = search_cypher.KEYWORD_SEARCH[label]
             found.update(_collect(kind, _run(session, statement, {**params, **values}), rows))
-        except ClientError as exc:
-            # Vectors of another size (the embedder changed): keyword results still stand.
-            log.warning("vector search on %s skipped: %s", label, exc.message)
+    return found
+
+
+def _vector_search(ask: _Ask, vector: list[float], rows: Rows) -> dict[str, float]:
+    """Cosine scores across every kind asked for: exact over a small scope, else the index."""
+    query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
+    found: dict[str, float] = {}
+    with ask.graph.session(write=False) as session:
+        size = dict(session.run(search_cypher.SCOPE_SIZE, params).single(strict=True))
+        for kind in query.kinds:
+            label = LABELS[kind]
+            if VECTOR_INDEXES[label] not in online:
+                continue
+            values: dict[str, Any] = {
+                "vector": vector,
+                "limit": fetch,
+                "k": fetch * _oversample(label, query),
+            }
+            statement = _exact_statement(kind, size, in_channel=params["channel_key"] is not None)
+            if statement is None:
+                statement = search_cypher.VECTOR_SEARCH[label]
+                k = min(fetch * _VECTOR_OVERSAMPLE, _MAX_VECTOR_K)
+                values.update(index=VECTOR_INDEXES[label], k=k)
+            try:
+                found.update(_collect(kind, _run(session, statement, {**params, **values}), rows))
+            except ClientError as exc:
+                # Vectors of another size (the embedder changed): keyword results still stand.
+                log.warning("vector search on %s skipped: %s", label, exc.message)
     return found
 
 
@@ -281,11 +306,7 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
     return [_native(dict(r)) for r in session.run(statement, params)]
 
 
-def _collect(
-    kind: RecallKind,
-    found: list[dict[str, Any]],
-    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
-) -> dict[str, float]:
+def _collect(kind: RecallKind, found: list[dict[str, Any]], rows: Rows) -> dict[str, float]:
     for row in found:
         rows.setdefault(row["key"], (kind, row))
     return {row["key"]: float(row["score"]) for row in found}

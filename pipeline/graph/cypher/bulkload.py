@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.model import AGENT, CHANNEL, EPISODE, IN, OBSERVED, PARTICIPANT, SAID
+from pipeline.graph.model import AGENT_NODE, CHANNEL, EPISODE, IN, OBSERVED, PARTICIPANT, SAID
 
 # Mirrors MERGE_EPISODES (same properties, SAID and IN edges, embed_pending set) followed by
 # MERGE_OBSERVED (one OBSERVED {synced_at, event_id} per observing agent) for new episodes only.
@@ -24,7 +24,7 @@ CREATE (s)-[:{SAID}]->(e)
 CREATE (e)-[:{IN}]->(c)
 WITH e, row
 UNWIND row.observers AS agent_key
-MATCH (a:{AGENT} {{key: agent_key}})
+MATCH (a:{AGENT_NODE} {{key: agent_key}})
 CREATE (a)-[:{OBSERVED} {{synced_at: row.synced_at, event_id: row.event_id}}]->(e)
 """
 

@@ -8,6 +8,7 @@ from typing import Final
 from pipeline.graph.cypher.search import audience_filter as audience
 from pipeline.graph.model import (
     AGENT,
+    AGENT_NODE,
     CHANNEL,
     COMMITMENT,
     EPISODE,
@@ -28,7 +29,7 @@ OPTIONAL MATCH (a:{PARTICIPANT} {{key: $agent_key}})
 RETURN c.id AS id, c.kind AS kind, c.title AS title, a.label AS agent_label
 """
 
-_OBSERVED_BY_AGENT = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}"
+_OBSERVED_BY_AGENT = f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}"
 
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
 # this agent observed. Found through the (channel_key, created_at) index; old episodes without
@@ -71,7 +72,7 @@ COLLECT {{
 
 # Current facts (never superseded, not expired at $now) about the given subjects.
 FACTS: Final = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f)
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f)
 WHERE f:{FACT} AND f.tenant = $tenant AND f.subject_key IN $subject_keys
   AND f.superseded_at IS NULL AND (f.expires_at IS NULL OR f.expires_at > $now)
 {audience("f")}
@@ -84,7 +85,7 @@ RETURN f.key AS key, f.subject_key AS subject_key, f.text AS text, f.source AS s
 
 # Open commitments owed by or to the given subjects (a channel key among them: owed to it).
 COMMITMENTS: Final = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m)
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m)
 WHERE m:{COMMITMENT} AND m.tenant = $tenant AND m.status = 'open'
   AND (m.owed_by_key IN $subject_keys OR m.owed_to_key IN $subject_keys)
 {audience("m")}

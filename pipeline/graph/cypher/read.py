@@ -6,6 +6,7 @@ from typing import Final
 
 from pipeline.graph.model import (
     AGENT,
+    AGENT_NODE,
     CHANNEL,
     EPISODE,
     IN,
@@ -31,7 +32,7 @@ RETURN row.tenant AS tenant, row.label AS label, min(p.key) AS key
 """
 
 RECALL_EPISODES: Final = f"""
-MATCH (a:{AGENT} {{key: $agent_key}})-[o:{OBSERVED}]->(e:{EPISODE})-[:{IN}]->(c:{CHANNEL})
+MATCH (a:{AGENT_NODE} {{key: $agent_key}})-[o:{OBSERVED}]->(e:{EPISODE})-[:{IN}]->(c:{CHANNEL})
 WHERE $channel_key IS NULL OR c.key = $channel_key
 WITH e, c, o
 ORDER BY e.created_at DESC, e.key DESC

@@ -10,7 +10,7 @@ from typing import Final
 
 from pipeline.graph.model import (
     ABOUT,
-    AGENT,
+    AGENT_NODE,
     CHANNEL,
     COMMITMENT,
     EPISODE,
@@ -106,7 +106,7 @@ _EPISODE_FILTER = f"""e.tenant = $tenant
 """
 
 _EPISODE_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
 WHERE {_EPISODE_FILTER}"""
 
 _EPISODE_FIELDS = f"""
@@ -148,7 +148,7 @@ def audience_filter(node: str) -> str:
 
 
 _FACT_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
 WHERE f.tenant = $tenant
   AND ($include_stale OR (f.superseded_at IS NULL
                           AND (f.expires_at IS NULL OR f.expires_at > datetime())))
@@ -183,7 +183,7 @@ LIMIT $limit
 """
 
 _COMMITMENT_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})
 WHERE m.tenant = $tenant
   AND ($include_closed OR m.status = 'open')
   AND ($about_key IS NULL
@@ -207,7 +207,7 @@ LIMIT $limit
 # newest flagged current: pipeline/graph/summaries.py); `about` keeps channels the participant
 # spoke in.
 _SUMMARY_SCOPE = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{SUMMARISED}]->(s:{SUMMARY})-[:{OF}]->(c:{CHANNEL})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{SUMMARISED}]->(s:{SUMMARY})-[:{OF}]->(c:{CHANNEL})
 WHERE s.tenant = $tenant AND s.current = true
   AND ($channel_key IS NULL OR c.key = $channel_key)
   AND ($about_key IS NULL OR EXISTS {{
@@ -257,8 +257,8 @@ def _exact(scope: str, label: str) -> str:
 
 # Per label (facts and commitments): the node's own edge from the agent, the only cheap test.
 _OWN: Final = {
-    FACT: f"MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})",
-    COMMITMENT: f"MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})",
+    FACT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})",
+    COMMITMENT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})",
 }
 
 
@@ -288,7 +288,7 @@ EXACT_CHANNEL_VECTOR_SEARCH: Final = _exact(
     f"""
 MATCH (e:{EPISODE})
 WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
-  AND EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  AND EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
   AND {_EPISODE_FILTER}""",
     EPISODE,
 )
@@ -297,7 +297,7 @@ WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
 # episodes and its facts and commitments (relationship counts from the node's degree), and the
 # channel's episodes when recall is held to one (an index count).
 SCOPE_SIZE: Final = f"""
-OPTIONAL MATCH (a:{AGENT} {{key: $agent_key}})
+OPTIONAL MATCH (a:{AGENT_NODE} {{key: $agent_key}})
 RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
        COUNT {{ (a)-[:{KNOWS}]->() }} AS memories,
        CASE WHEN $channel_key IS NULL THEN NULL
@@ -323,7 +323,7 @@ RETURN name, state
 # properties: by created_at alone it reads every earlier episode and sorts them). Episodes at
 # the hit's very timestamp are a second, tiny seek ordered by key
 # (an OR of the two defeats index order). Old episodes without channel_key go through IN.
-_OBSERVED_N = f"EXISTS {{ (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
+_OBSERVED_N = f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
 
 
 def _side(before: bool) -> str:
@@ -354,7 +354,7 @@ def _side(before: bool) -> str:
 
 NEIGHBOURS: Final = f"""
 UNWIND $keys AS hit_key
-MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(hit:{EPISODE} {{key: hit_key}})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(hit:{EPISODE} {{key: hit_key}})
 CALL (hit) {{{_side(before=True)}
   UNION{_side(before=False)}
 }}
@@ -364,7 +364,7 @@ WITH hit, n AS e
 
 # No words to search for: the agent's most recent episodes in scope, newest first.
 RECENT_EPISODES: Final = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
 WHERE {_EPISODE_FILTER}WITH e ORDER BY e.created_at DESC, e.key DESC LIMIT $limit
 {_EPISODE_FIELDS}, 0.0 AS score
 ORDER BY created_at DESC, key DESC

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.model import AGENT, CHANNEL, EPISODE, OBSERVED, OF, SUMMARISED, SUMMARY
+from pipeline.graph.model import AGENT_NODE, CHANNEL, EPISODE, OBSERVED, OF, SUMMARISED, SUMMARY
 
 _SUMMARY_FIELDS = """
 RETURN s.key AS key, s.tenant AS tenant, s.agent_key AS agent_key, s.channel_key AS channel_key,
@@ -34,7 +34,7 @@ WHERE e.channel_key = $channel_key AND e.created_at >= $from_time
        OR (e.created_at = $after_time AND e.key > $after_key))
   AND ($until_time IS NULL OR e.created_at < $until_time
        OR (e.created_at = $until_time AND e.key <= $until_key))
-  AND EXISTS {{ MATCH (:{AGENT} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  AND EXISTS {{ MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
 RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
        e.created_at AS created_at
 ORDER BY e.created_at, e.key
@@ -47,7 +47,7 @@ ORDER BY e.created_at, e.key
 # The superseded version stays (audit) but stops being current, is not embedded any more and
 # loses its scope terms (keyword search within a scope finds only current versions).
 WRITE_SUMMARY: Final = f"""
-MATCH (a:{AGENT} {{key: $agent_key}})
+MATCH (a:{AGENT_NODE} {{key: $agent_key}})
 MATCH (c:{CHANNEL} {{key: $channel_key}})
 OPTIONAL MATCH (cur:{SUMMARY})
 WHERE cur.agent_key = $agent_key AND cur.channel_key = $channel_key AND cur.current = true

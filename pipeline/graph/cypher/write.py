@@ -7,6 +7,7 @@ from typing import Final
 from pipeline.graph.model import (
     ABOUT,
     AGENT,
+    AGENT_NODE,
     CHANNEL,
     CLOSED_BY,
     CLOSURE,
@@ -47,7 +48,7 @@ SET p:{AGENT}
 # Returns the recorded owner of every claimed agent, for the writer to refuse mismatched claims.
 MERGE_OWNERS: Final = f"""
 UNWIND $rows AS row
-MATCH (a:{AGENT} {{key: row.agent_key}})
+MATCH (a:{AGENT_NODE} {{key: row.agent_key}})
 SET a._owner_lock = true
 REMOVE a._owner_lock
 WITH a, row
@@ -115,7 +116,7 @@ RETURN row.key AS key
 # is 20 digits, so a term is in the string only as a whole term), for scoped keyword search.
 MERGE_OBSERVED: Final = f"""
 UNWIND $rows AS row
-MATCH (a:{AGENT} {{key: row.agent_key}})
+MATCH (a:{AGENT_NODE} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
 MERGE (a)-[r:{OBSERVED}]->(e)
 ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
@@ -142,7 +143,7 @@ ON MATCH SET
   f.expires_at = CASE WHEN row.props.expires_at > f.expires_at
                       THEN row.props.expires_at ELSE f.expires_at END
 WITH f, row
-MATCH (a:{AGENT} {{key: row.props.agent_key}})
+MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
 MATCH (e:{EPISODE} {{key: row.evidence_key}})
 MERGE (a)-[:{KNOWS}]->(f)
 MERGE (f)-[:{EVIDENCE}]->(e)
@@ -178,7 +179,7 @@ MERGE (c:{COMMITMENT} {{key: row.key}})
 ON CREATE SET c += row.props, c.status = 'open', c.embed_pending = true
 SET c.tenant = row.props.tenant
 WITH c, row
-MATCH (a:{AGENT} {{key: row.props.agent_key}})
+MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
 MATCH (e:{EPISODE} {{key: row.evidence_key}})
 MATCH (by:{PARTICIPANT} {{key: row.props.owed_by_key}})
 MERGE (a)-[:{KNOWS}]->(c)
@@ -245,7 +246,7 @@ RETURN count(f) AS verified
 """
 
 AGENT_FACTS: Final = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
 WHERE $all OR f.superseded_at IS NULL
 OPTIONAL MATCH (f)-[:{SUPERSEDED_BY}]->(n:{FACT})
 RETURN f {{.*}} AS fact, n.key AS superseded_by
@@ -253,7 +254,7 @@ ORDER BY f.subject_key, f.slot, f.last_confirmed
 """
 
 AGENT_COMMITMENTS: Final = f"""
-MATCH (:{AGENT} {{key: $agent_key}})-[:{KNOWS}]->(c:{COMMITMENT})
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(c:{COMMITMENT})
 RETURN c {{.*}} AS commitment
 ORDER BY c.opened_at
 """
