@@ -29,18 +29,21 @@ def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list
         for statement in statements:
             # Schema changes cannot share a transaction with each other in Neo4j.
             session.run(statement).consume()
-    backfill_scopes(graph)
+    backfill(graph)
     return statements
 
 
-def backfill_scopes(graph: GraphStore, page: int = BACKFILL_PAGE) -> dict[str, int]:
-    """Give the search `scope` terms to nodes written before they existed; the count per label.
+def backfill(graph: GraphStore, page: int = BACKFILL_PAGE) -> dict[str, int]:
+    """Give episodes written before `channel_key` existed theirs, and nodes written before the
+    search `scope` terms existed their terms; the count of the latter per label.
 
     Idempotent, and cheap once done (one count per label). A node written by an older worker
     during the backfill is caught by the next `memsync graph init`.
     """
     done: dict[str, int] = {}
     with graph.session() as session:
+        # Batched transactions of its own: only an auto-commit statement may run them.
+        session.run(scope_cypher.BACKFILL_CHANNEL_KEYS).consume()
         for label, count in scope_cypher.COUNT_UNSCOPED.items():
             if not session.run(count).single(strict=True)["missing"]:
                 continue

@@ -13,7 +13,7 @@ import pytest
 from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.directory import grant_trust
-from pipeline.graph.schema import backfill_scopes
+from pipeline.graph.schema import backfill
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallItem, RecallQuery
@@ -98,21 +98,28 @@ def test_about_keeps_to_what_that_participant_said(graph: GraphStore, tenant: st
     assert evidence(ask(graph, tenant, "a-travel", query="invoice", about="u-devon")) == {"q1"}
 
 
-def test_graph_init_gives_old_nodes_their_scope_terms(graph: GraphStore, tenant: str) -> None:
+def test_graph_init_gives_old_nodes_their_scope_terms_and_channel(
+    graph: GraphStore, tenant: str
+) -> None:
     read = (
         "MATCH (n) WHERE n.tenant = $tenant AND n.scope IS NOT NULL RETURN n.key AS k, n.scope AS s"
     )
+    channels = "MATCH (e:Episode {tenant: $tenant}) RETURN e.key AS k, e.channel_key AS c"
     with graph.session() as session:
         written = {r["k"]: set(r["s"].split()) for r in session.run(read, tenant=tenant)}
-        # As an older version left them: no scope terms at all.
-        session.run("MATCH (n) WHERE n.tenant = $tenant REMOVE n.scope", tenant=tenant).consume()
+        placed = {r["k"]: r["c"] for r in session.run(channels, tenant=tenant)}
+        # As an older version left them: no scope terms, and no channel_key on episodes.
+        session.run(
+            "MATCH (n) WHERE n.tenant = $tenant REMOVE n.scope, n.channel_key", tenant=tenant
+        ).consume()
         session.run("CALL db.awaitIndexes(120)").consume()
     assert written and not evidence(ask(graph, tenant, "a-travel", query="invoice"))
-    done = backfill_scopes(graph, page=7)  # several pages
+    done = backfill(graph, page=7)  # several pages
     assert sum(done.values()) == len(written)
     with graph.session() as session:
         again = {r["k"]: set(r["s"].split()) for r in session.run(read, tenant=tenant)}
+        assert {r["k"]: r["c"] for r in session.run(channels, tenant=tenant)} == placed
         session.run("CALL db.awaitIndexes(120)").consume()
     assert again == written
     assert evidence(ask(graph, tenant, "a-travel", query="invoice")) == {"q1", "q2"}
-    assert backfill_scopes(graph) == {}  # nothing left to do
+    assert backfill(graph) == {}  # nothing left to do

@@ -1,5 +1,6 @@
-"""Backfill of the `scope` search terms on nodes written before they existed (`memsync graph
-init`): which nodes lack them, the keys their terms come from, and setting them."""
+"""Backfills run by `memsync graph init` for nodes written by older versions: an episode's
+`channel_key` (recall's neighbour seeks rely on it), and the `scope` search terms (which nodes
+lack them, the keys their terms come from, and setting them)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,13 @@ SET_SCOPE: Final = {
     label: f"UNWIND $rows AS row MATCH (n:{label} {{key: row.key}}) SET n.scope = row.scope"
     for label in _NEEDS_SCOPE
 }
+
+# From the episode's IN edge; in batches, so a large graph is not one huge transaction.
+BACKFILL_CHANNEL_KEYS: Final = f"""
+MATCH (e:{EPISODE}) WHERE e.channel_key IS NULL
+CALL (e) {{
+  MATCH (e)-[:{IN}]->(c:{CHANNEL})
+  WITH e, min(c.key) AS channel_key
+  SET e.channel_key = channel_key
+}} IN TRANSACTIONS OF 5000 ROWS
+"""

@@ -322,7 +322,8 @@ RETURN name, state
 # whole history (the planner takes the index's order only when ORDER BY names both of its
 # properties: by created_at alone it reads every earlier episode and sorts them). Episodes at
 # the hit's very timestamp are a second, tiny seek ordered by key
-# (an OR of the two defeats index order). Old episodes without channel_key go through IN.
+# (an OR of the two defeats index order). Every episode has channel_key: `memsync graph init`
+# gives it to those written before it existed (cypher/scope.py).
 _OBSERVED_N = f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
 
 
@@ -340,13 +341,6 @@ def _side(before: bool) -> str:
       AND {_OBSERVED_N}
     WITH n ORDER BY n.key{order} LIMIT $window
     RETURN n
-    UNION
-    MATCH (hit)-[:{IN}]->(:{CHANNEL})<-[:{IN}]-(n:{EPISODE})
-    WHERE hit.channel_key IS NULL AND {_OBSERVED_N}
-      AND (n.created_at {cmp} hit.created_at
-           OR (n.created_at = hit.created_at AND n.key {cmp} hit.key))
-    WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
-    RETURN n
   }}
   WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
   RETURN n"""
@@ -354,7 +348,8 @@ def _side(before: bool) -> str:
 
 NEIGHBOURS: Final = f"""
 UNWIND $keys AS hit_key
-MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(hit:{EPISODE} {{key: hit_key}})
+MATCH (hit:{EPISODE} {{key: hit_key}})
+WHERE EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(hit) }}
 CALL (hit) {{{_side(before=True)}
   UNION{_side(before=False)}
 }}
