@@ -70,6 +70,11 @@ VECTOR_WEIGHT: Final = 0.5
 _FETCH_FACTOR: Final = 3
 _MIN_FETCH: Final = 30
 _FILTERED_OVERSAMPLE: Final = 4
+# Vector search runs as two parallel parts: messages, and what was distilled from them.
+_VECTOR_GROUPS: Final[tuple[tuple[RecallKind, ...], ...]] = (
+    ("episode",),
+    ("fact", "commitment", "summary"),
+)
 INDEX_STATUS_SECONDS: Final = 10.0
 _ALL_SEARCH_INDEXES: Final = frozenset(FULLTEXT_INDEXES.values()) | frozenset(
     VECTOR_INDEXES.values()
@@ -112,15 +117,21 @@ def recall(
     # (its own session) while this one asks Lucene, so a hybrid recall waits for the slower
     # of the two, not for both.
     ask = _Ask(graph, query, params, fetch, online)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-recall") as pool:
-        meaning = (
-            pool.submit(_vector_search, ask, vector, vector_rows) if vector is not None else None
-        )
+    # Independent round trips run at once: vector search over episodes, and over the distilled
+    # kinds, each in a thread with its own session, while this thread asks Lucene. A hybrid
+    # recall waits for its slowest part, not for the sum.
+    groups = [g for g in _VECTOR_GROUPS if set(g) & set(query.kinds)] if vector is not None else []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memsync-recall") as pool:
+        meaning = [
+            pool.submit(_vector_search, ask, vector, kinds, vector_rows)
+            for kinds in groups
+            if vector is not None
+        ]
         if keyword:
             found = _keyword_search(ask, lucene, keyword_rows)
             lists.append((normalise(found), KEYWORD_WEIGHT))
-        if meaning is not None:
-            found = meaning.result()
+        if meaning:
+            found = {key: score for part in meaning for key, score in part.result().items()}
             # The weakest candidate fetched stands for what was not: it maps to zero.
             floor = sorted(found.values(), reverse=True)[:fetch][-1] if found else 0.0
             lists.append((normalise(found, floor=floor), VECTOR_WEIGHT))
@@ -198,13 +209,16 @@ def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
     return found
 
 
-def _vector_search(ask: _Ask, vector: list[float], rows: Rows) -> dict[str, float]:
-    """Cosine scores across every kind asked for: exact over a small scope, else the index."""
+def _vector_search(
+    ask: _Ask, vector: list[float], kinds: Sequence[RecallKind], rows: Rows
+) -> dict[str, float]:
+    """Cosine scores across `kinds` (those asked for): exact over a small scope, else the
+    index. `rows` may be shared with another thread: each key is written by one kind only."""
     query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
     found: dict[str, float] = {}
     with ask.graph.session(write=False) as session:
         size = dict(session.run(search_cypher.SCOPE_SIZE, params).single(strict=True))
-        for kind in query.kinds:
+        for kind in (k for k in kinds if k in query.kinds):
             label = LABELS[kind]
             if VECTOR_INDEXES[label] not in online:
                 continue
