@@ -248,9 +248,11 @@ def _search(source: str, label: str) -> str:
 
 
 def _exact(scope: str, label: str) -> str:
+    # `embedded_with` (a short string, set with every vector) says a node has a vector without
+    # reading the vector itself: the cosine reads it once.
     var, bound, _, tail = _SCOPES[label]
     return (
-        f"{scope}  AND {var}.embedding IS NOT NULL\n"
+        f"{scope}  AND {var}.embedded_with IS NOT NULL\n"
         f"WITH {bound}, vector.similarity.cosine({var}.embedding, $vector) AS score{tail}"
     )
 
@@ -267,7 +269,7 @@ def _exact_then_filter(label: str) -> str:
     the DM audience rule walks each node's evidence, which costs more than the cosine."""
     var, bound, scope, tail = _SCOPES[label]
     return (
-        f"{_OWN[label]}\nWHERE {var}.embedding IS NOT NULL\n"
+        f"{_OWN[label]}\nWHERE {var}.embedded_with IS NOT NULL\n"
         f"WITH {var}, vector.similarity.cosine({var}.embedding, $vector) AS score\n"
         f"ORDER BY score DESC LIMIT $k\n{scope}WITH {bound}, score{tail}"
     )
