@@ -42,8 +42,9 @@ from schemas.context import (
 from schemas.keys import channel_key, participant_key
 from schemas.recall import RecallKind, RecallQuery
 
-# Presence looks this many of the channel's latest episodes back (bounded work per call).
-PRESENCE_SCAN: Final = 1000
+# Presence looks this many of the channel's latest episodes back: bounded work per call (each
+# episode costs its SAID and OBSERVED edges), and who spoke further back is not "present".
+PRESENCE_SCAN: Final = 200
 # At most this many facts and commitments are read; the budget cuts them further.
 MAX_READ: Final = 500
 DEFAULT_RECALL_LIMIT: Final = 10

@@ -71,9 +71,14 @@ COLLECT {{
 
 
 # Current facts (never superseded, not expired at $now) about the given subjects.
+# A seek of the (agent_key, subject_key, slot) index per subject, not a walk over everything the
+# agent knows (the planner seeks a composite index only with a predicate on each of its
+# properties, hence `slot IS NOT NULL`); the KNOWS edge is still required.
 FACTS: Final = f"""
-MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f)
-WHERE f:{FACT} AND f.tenant = $tenant AND f.subject_key IN $subject_keys
+MATCH (f:{FACT})
+WHERE f.agent_key = $agent_key AND f.subject_key IN $subject_keys AND f.slot IS NOT NULL
+  AND f.tenant = $tenant
+  AND EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f) }}
   AND f.superseded_at IS NULL AND (f.expires_at IS NULL OR f.expires_at > $now)
 {audience("f")}
 WITH f ORDER BY f.last_confirmed DESC, f.key LIMIT $limit
