@@ -127,7 +127,7 @@ def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
     embedder = make_embedder(settings)
     dimensions = embedder.dimensions if embedder is not None else None
     statements = init_schema(runtime.graph(), vector_dimensions=dimensions)
-    print(f"graph schema ready ({len(statements)} constraints and indexes ensured)")
+    print(f"graph schema ready ({len(statements)} schema statements: constraints, indexes)")
     if embedder is not None:
         # An index left from another model is not replaced by IF NOT EXISTS: say so now.
         require_vector_indexes(runtime.graph(), embedder.dimensions)

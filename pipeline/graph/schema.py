@@ -18,7 +18,8 @@ BACKFILL_PAGE = 2000
 
 
 def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list[str]:
-    """Create every constraint and index that is missing; returns the statements run.
+    """Create every constraint and index that is missing, drop retired indexes, and backfill
+    what new indexes rely on (`backfill`); returns the schema statements run.
 
     With `vector_dimensions` (the embedder's), the vector indexes too; None leaves them out.
     """
