@@ -97,6 +97,10 @@ MOVE_REFUSED_BACKOFF = 30.0
 # Ack/reject calls on a closed channel that could not be settled yet, retried by the next channel
 # that starts polling; beyond this many the oldest are left to the visibility timeout.
 UNSETTLED_LIMIT = 10_000
+# The longest a fanout (pub/sub) read may wait once the poller says its socket is readable:
+# enough for the rest of a reply already on its way, short enough that a false alarm costs the
+# event loop no more than this.
+PUBSUB_READ_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -437,6 +441,35 @@ class Channel(kombu_redis.Channel):
         client = super()._get_client()  # type: ignore[misc]
         # A global key prefix needs kombu's own client class; keep it untouched then.
         return GuardedRedis if client is redis.Redis else client
+
+    # -- fanout (pub/sub) reads --
+
+    def _receive_one(self, c: Any) -> Any:
+        """One fanout reply, read without blocking.
+
+        kombu reads it with redis-py's blocking `parse_response()`, which since redis-py 8 waits
+        with no timeout at all. A poll that reports the pub/sub socket readable with no whole
+        reply behind it (seen right after a Redis restart) then froze the worker's event loop
+        for good: no task, no reconnect, SIGTERM logged but never acted on.
+        """
+        return super()._receive_one(_NonBlockingPubSub(c))  # type: ignore[misc]
+
+
+class _NonBlockingPubSub:
+    """A redis-py PubSub whose `parse_response` waits at most PUBSUB_READ_SECONDS, then gives
+    None (nothing read); everything else reaches the real one."""
+
+    def __init__(self, pubsub: Any) -> None:
+        object.__setattr__(self, "_pubsub", pubsub)
+
+    def parse_response(self, block: bool = True, timeout: float = 0.0) -> Any:
+        return self._pubsub.parse_response(block=False, timeout=PUBSUB_READ_SECONDS)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pubsub, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._pubsub, name, value)
 
 
 class _PushRecorder:
