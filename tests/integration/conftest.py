@@ -148,3 +148,12 @@ def producer(settings: Settings) -> Iterator[Producer]:
 @pytest.fixture()
 def worker_log(worker: services.Service) -> Path:
     return worker.log_path
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis of the test module's own, for tests that flush it or watch every key."""
+    port = services.free_port()
+    server = services.start_redis("127.0.0.1", port, tmp_path_factory.mktemp("module-redis"))
+    yield f"redis://127.0.0.1:{port}/0"
+    server.stop()

@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kombu import Connection, Exchange, Queue
 from kombu.messaging import Producer as KombuProducer
 
-from workers import services, transport
+from workers import transport
 
 pytestmark = pytest.mark.integration
 
 FANOUT = Exchange("memsync-test-fanout", type="fanout")
 QUEUE = Queue("memsync-test-fanout-q", FANOUT)
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = services.free_port()
-    server = services.start_redis("127.0.0.1", port, tmp_path_factory.mktemp("fanout-redis"))
-    yield f"redis://127.0.0.1:{port}/0"
-    server.stop()
 
 
 def receive_within(chan: Any, seconds: float) -> bool:

@@ -22,18 +22,10 @@ from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
-from workers import heartbeat, popcycle, runtime, services, transport
+from workers import heartbeat, popcycle, runtime, transport
 from workers.ledger import Ledger
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = services.free_port()
-    server = services.start_redis("127.0.0.1", port, tmp_path_factory.mktemp("pop-redis"))
-    yield f"redis://127.0.0.1:{port}/0"
-    server.stop()
 
 
 @pytest.fixture()
