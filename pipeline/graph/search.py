@@ -70,15 +70,13 @@ VECTOR_WEIGHT: Final = 0.5
 _FETCH_FACTOR: Final = 3
 _MIN_FETCH: Final = 30
 _FILTERED_OVERSAMPLE: Final = 4
-# Vector search runs as two parallel parts: messages, and what was distilled from them.
-_VECTOR_GROUPS: Final[tuple[tuple[RecallKind, ...], ...]] = (
-    ("episode",),
-    ("fact", "commitment", "summary"),
+# Vector search runs as two parallel parts, each with the statement that sizes its scope:
+# messages, and what was distilled from them.
+_VECTOR_GROUPS: Final[tuple[tuple[tuple[RecallKind, ...], str], ...]] = (
+    (("episode",), search_cypher.EPISODE_SCOPE_SIZE),
+    (("fact", "commitment", "summary"), search_cypher.MEMORY_SCOPE_SIZE),
 )
 INDEX_STATUS_SECONDS: Final = 10.0
-_ALL_SEARCH_INDEXES: Final = frozenset(FULLTEXT_INDEXES.values()) | frozenset(
-    VECTOR_INDEXES.values()
-)
 # Up to this many embedded nodes in scope, vector search computes exact cosine over all of them
 # (a scan of a few thousand short vectors costs about what the index does, and misses nothing);
 # beyond it the tenant-wide index is asked for _VECTOR_OVERSAMPLE times more neighbours than
@@ -113,20 +111,20 @@ def recall(
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
     lists: list[tuple[dict[str, float], float]] = []
-    # The two retrievers are independent round trips: the vector one runs in a second thread
-    # (its own session) while this one asks Lucene, so a hybrid recall waits for the slower
-    # of the two, not for both.
     ask = _Ask(graph, query, params, fetch, online)
     # Independent round trips run at once: vector search over episodes, and over the distilled
     # kinds, each in a thread with its own session, while this thread asks Lucene. A hybrid
     # recall waits for its slowest part, not for the sum.
-    groups = [g for g in _VECTOR_GROUPS if set(g) & set(query.kinds)] if vector is not None else []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memsync-recall") as pool:
-        meaning = [
-            pool.submit(_vector_search, ask, vector, kinds, vector_rows)
-            for kinds in groups
+        meaning = (
+            [
+                pool.submit(_vector_search, ask, vector, kinds, sizing, vector_rows)
+                for kinds, sizing in _VECTOR_GROUPS
+                if set(kinds) & set(query.kinds)
+            ]
             if vector is not None
-        ]
+            else []
+        )
         if keyword:
             found = _keyword_search(ask, lucene, keyword_rows)
             lists.append((normalise(found), KEYWORD_WEIGHT))
@@ -210,14 +208,15 @@ def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
 
 
 def _vector_search(
-    ask: _Ask, vector: list[float], kinds: Sequence[RecallKind], rows: Rows
+    ask: _Ask, vector: list[float], kinds: Sequence[RecallKind], sizing: str, rows: Rows
 ) -> dict[str, float]:
-    """Cosine scores across `kinds` (those asked for): exact over a small scope, else the
-    index. `rows` may be shared with another thread: each key is written by one kind only."""
+    """Cosine scores across `kinds` (those asked for): exact over a scope small enough by
+    `sizing`, else the index. `rows` may be shared with another thread: each key is written
+    by one kind only."""
     query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
     found: dict[str, float] = {}
     with ask.graph.session(write=False) as session:
-        size = dict(session.run(search_cypher.SCOPE_SIZE, params).single(strict=True))
+        size = dict(session.run(sizing, params).single(strict=True))
         for kind in (k for k in kinds if k in query.kinds):
             label = LABELS[kind]
             if VECTOR_INDEXES[label] not in online:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from pipeline.graph.cypher.search import audience_filter as audience
+from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.model import (
     AGENT,
     AGENT_NODE,
@@ -29,26 +30,16 @@ OPTIONAL MATCH (a:{PARTICIPANT} {{key: $agent_key}})
 RETURN c.id AS id, c.kind AS kind, c.title AS title, a.label AS agent_label
 """
 
-_OBSERVED_BY_AGENT = f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}"
-
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
-# this agent observed. Found through the (channel_key, created_at) index; old episodes without
-# channel_key through their IN edge. `created_at IS NOT NULL` lets the planner seek that
-# composite index in time order and stop after `$scan` (it needs a predicate on each property);
-# without it every Episode of every tenant is scanned.
+# this agent observed. The (channel_key, created_at) index is sought in its own order and left
+# after `$scan` episodes: the planner needs a predicate on each property to seek it
+# (`created_at IS NOT NULL`) and an ORDER BY naming both to take its order, or it reads the
+# channel's whole history and sorts it.
 PRESENT: Final = f"""
-CALL () {{
-  MATCH (e:{EPISODE})
-  WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL AND e.tenant = $tenant
-    AND {_OBSERVED_BY_AGENT}
-  WITH e ORDER BY e.created_at DESC LIMIT $scan
-  RETURN e
-  UNION
-  MATCH (:{CHANNEL} {{key: $channel_key}})<-[:{IN}]-(e:{EPISODE})
-  WHERE e.channel_key IS NULL AND e.tenant = $tenant AND {_OBSERVED_BY_AGENT}
-  WITH e ORDER BY e.created_at DESC LIMIT $scan
-  RETURN e
-}}
+MATCH (e:{EPISODE})
+WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL AND e.tenant = $tenant
+  AND {observed_by_agent("e")}
+WITH e ORDER BY e.channel_key DESC, e.created_at DESC LIMIT $scan
 MATCH (p:{PARTICIPANT})-[:{SAID}|{OBSERVED}]->(e)
 WHERE p.tenant = $tenant
 WITH p, max(e.created_at) AS seen

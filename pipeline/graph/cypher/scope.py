@@ -32,7 +32,7 @@ _NEEDS_SCOPE: Final = {
 # and channel of a summary.
 _SOURCES: Final = {
     EPISODE: (
-        f"[['channel', coalesce(n.channel_key, head([(n)-[:{IN}]->(c:{CHANNEL}) | c.key]))]]"
+        "[['channel', n.channel_key]]"  # BACKFILL_CHANNEL_KEYS runs first
         f" + [(a:{AGENT})-[:{OBSERVED}]->(n) | ['agent', a.key]]"
         f" + [(s:{PARTICIPANT})-[:{SAID}]->(n) | ['speaker', s.key]]"
     ),

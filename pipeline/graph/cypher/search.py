@@ -95,11 +95,18 @@ def scoped_query(lucene: str, terms: list[str]) -> str:
 
 # -- scope: what one agent may see ----------------------------------------------------------------
 
-# Episodes the agent observed, of the tenant, in the channel when one is given (old episodes
-# without channel_key are found through their IN edge), said by `about`, inside the time window.
+
+def observed_by_agent(node: str) -> str:
+    """The episode `node` is one the agent `$agent_key` observed (checked from the episode's few
+    OBSERVED edges, never by walking everything the agent observed)."""
+    return f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->({node}) }}"
+
+
+# Episodes the agent observed, of the tenant, in the channel when one is given, said by
+# `about`, inside the time window. Every episode has channel_key: `memsync graph init` gives it
+# to those written before it existed (cypher/scope.py).
 _EPISODE_FILTER = f"""e.tenant = $tenant
-  AND ($channel_key IS NULL OR e.channel_key = $channel_key
-       OR (e.channel_key IS NULL AND EXISTS {{ (e)-[:{IN}]->(:{CHANNEL} {{key: $channel_key}}) }}))
+  AND ($channel_key IS NULL OR e.channel_key = $channel_key)
   AND ($about_key IS NULL OR EXISTS {{ (:{PARTICIPANT} {{key: $about_key}})-[:{SAID}]->(e) }})
   AND ($since IS NULL OR e.created_at >= $since)
   AND ($until IS NULL OR e.created_at < $until)
@@ -113,7 +120,7 @@ _EPISODE_FIELDS = f"""
 RETURN e.key AS key, e.id AS id, e.content AS text, e.speaker_label AS speaker_label,
        coalesce(e.speaker_id, head([(s:{PARTICIPANT})-[:{SAID}]->(e) | s.id])) AS speaker_id,
        e.created_at AS created_at,
-       coalesce(e.channel_key, head([(e)-[:{IN}]->(c:{CHANNEL}) | c.key])) AS channel_key,
+       e.channel_key AS channel_key,
        head([(e)-[:{IN}]->(c:{CHANNEL}) | c.id]) AS channel_id"""
 
 _EPISODE_RETURN = f"""{_EPISODE_FIELDS}, score
@@ -147,8 +154,14 @@ def audience_filter(node: str) -> str:
 """
 
 
+# Per label (facts and commitments): the node's own edge from the agent.
+_OWN: Final = {
+    FACT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})",
+    COMMITMENT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})",
+}
+
 _FACT_SCOPE = f"""
-MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})
+{_OWN[FACT]}
 WHERE f.tenant = $tenant
   AND ($include_stale OR (f.superseded_at IS NULL
                           AND (f.expires_at IS NULL OR f.expires_at > datetime())))
@@ -183,7 +196,7 @@ LIMIT $limit
 """
 
 _COMMITMENT_SCOPE = f"""
-MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})
+{_OWN[COMMITMENT]}
 WHERE m.tenant = $tenant
   AND ($include_closed OR m.status = 'open')
   AND ($about_key IS NULL
@@ -257,13 +270,6 @@ def _exact(scope: str, label: str) -> str:
     )
 
 
-# Per label (facts and commitments): the node's own edge from the agent, the only cheap test.
-_OWN: Final = {
-    FACT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(f:{FACT})",
-    COMMITMENT: f"MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})",
-}
-
-
 def _exact_then_filter(label: str) -> str:
     """Exact cosine over the agent's own nodes, then the full scope filter on the `$k` best only:
     the DM audience rule walks each node's evidence, which costs more than the cosine."""
@@ -290,24 +296,27 @@ EXACT_CHANNEL_VECTOR_SEARCH: Final = _exact(
     f"""
 MATCH (e:{EPISODE})
 WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
-  AND EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  AND {observed_by_agent("e")}
   AND {_EPISODE_FILTER}""",
     EPISODE,
 )
 
-# How big the agent's scope is, to choose between exact cosine and the vector index: its
-# episodes and its facts and commitments (relationship counts from the node's degree), and the
-# channel's episodes when recall is held to one (an index count).
-SCOPE_SIZE: Final = f"""
+# How big the agent's scope is, to choose between exact cosine and the vector index. Messages:
+# the agent's episodes (its OBSERVED degree) and, when recall is held to a channel, the
+# channel's (an index count). Distilled memories: its facts and commitments (its KNOWS degree).
+EPISODE_SCOPE_SIZE: Final = f"""
 OPTIONAL MATCH (a:{AGENT_NODE} {{key: $agent_key}})
 RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
-       COUNT {{ (a)-[:{KNOWS}]->() }} AS memories,
        CASE WHEN $channel_key IS NULL THEN NULL
             ELSE COUNT {{
               MATCH (e:{EPISODE})
               WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
             }} END
          AS channel_episodes
+"""
+MEMORY_SCOPE_SIZE: Final = f"""
+OPTIONAL MATCH (a:{AGENT_NODE} {{key: $agent_key}})
+RETURN COUNT {{ (a)-[:{KNOWS}]->() }} AS memories
 """
 
 # The search indexes and their states (only an ONLINE one can be queried).
@@ -323,10 +332,9 @@ RETURN name, state
 # index order, so the seek stops after `$window` observed ones instead of reading the channel's
 # whole history (the planner takes the index's order only when ORDER BY names both of its
 # properties: by created_at alone it reads every earlier episode and sorts them). Episodes at
-# the hit's very timestamp are a second, tiny seek ordered by key
-# (an OR of the two defeats index order). Every episode has channel_key: `memsync graph init`
-# gives it to those written before it existed (cypher/scope.py).
-_OBSERVED_N = f"EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(n) }}"
+# the hit's very timestamp are a second, tiny seek ordered by key (an OR of the two defeats
+# index order).
+_OBSERVED_N = observed_by_agent("n")
 
 
 def _side(before: bool) -> str:
@@ -351,7 +359,7 @@ def _side(before: bool) -> str:
 NEIGHBOURS: Final = f"""
 UNWIND $keys AS hit_key
 MATCH (hit:{EPISODE} {{key: hit_key}})
-WHERE EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(hit) }}
+WHERE {observed_by_agent("hit")}
 CALL (hit) {{{_side(before=True)}
   UNION{_side(before=False)}
 }}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.model import AGENT_NODE, CHANNEL, EPISODE, OBSERVED, OF, SUMMARISED, SUMMARY
+from pipeline.graph.cypher.search import observed_by_agent
+from pipeline.graph.model import AGENT_NODE, CHANNEL, EPISODE, OF, SUMMARISED, SUMMARY
 
 _SUMMARY_FIELDS = """
 RETURN s.key AS key, s.tenant AS tenant, s.agent_key AS agent_key, s.channel_key AS channel_key,
@@ -34,7 +35,7 @@ WHERE e.channel_key = $channel_key AND e.created_at >= $from_time
        OR (e.created_at = $after_time AND e.key > $after_key))
   AND ($until_time IS NULL OR e.created_at < $until_time
        OR (e.created_at = $until_time AND e.key <= $until_key))
-  AND EXISTS {{ MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  AND {observed_by_agent("e")}
 RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
        e.created_at AS created_at
 ORDER BY e.created_at, e.key
