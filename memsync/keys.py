@@ -37,6 +37,7 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:embed:workers          | string     | an embed worker runs; expires unless renewed   |
 | memsync:fold:lock:{a}:{c}      | string     | the fold of agent a's summary of channel c     |
 | memsync:fold:check:{a}:{c}     | string     | a fold check was sent lately (expires)         |
+| memsync:activity:{c}           | sorted set | agent key -> its latest message time in c      |
 
 `turn_ref` is `escape(tenant) + "/" + escape(event_id)`; plain ids read as "acme/evt-7f3a".
 `{h}` is `escape(holder id)` (workers/heartbeat.py), `{q}` is `escape(queue list key)`.
@@ -166,3 +167,11 @@ def fold_lock(agent_key: str, channel_key: str) -> str:
 def fold_check(agent_key: str, channel_key: str) -> str:
     """String: a fold check for this (agent, channel) was sent lately; expires by itself."""
     return _key("fold", "check", escape(agent_key), escape(channel_key))
+
+
+# Agents' latest message per channel, for the idle window (workers/activity.py).
+
+
+def channel_activity(channel_key: str) -> str:
+    """Sorted set: agent graph key -> epoch seconds of its latest message in the channel."""
+    return _key("activity", escape(channel_key))

@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     task_time_limit: int = Field(default=300, ge=10)
     visibility_timeout: int = Field(default=3600, ge=10)
     restore_interval: int = Field(default=10, ge=1)
+    # Cost control (pipeline/activity.py): when set, an agent whose latest message in a channel
+    # is older than this many seconds (by message time) gets no memory of the channel's turns
+    # until it speaks again; each skip is counted (fanout.idle) and audited. Off by default.
+    sync_idle_seconds: float | None = Field(default=None, gt=0)
     # A turn unsettled this long after it was sent is sent again (see workers/reconcile.py).
     reconcile_after: int = Field(default=4000, ge=5)
     reconcile_interval: int = Field(default=60, ge=1)

@@ -121,7 +121,11 @@ def memory_item(
 
 
 class Extractor(Protocol):
-    """Anything that turns a resolved turn into memory items for one agent."""
+    """Anything that turns a resolved turn into memory items for one agent.
+
+    Outside a DM the items must not depend on `agent`: a turn is extracted once for all the
+    agents in its channel (pipeline/memorize.py).
+    """
 
     def extract(self, turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]: ...
 

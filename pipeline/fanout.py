@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from schemas.records import SyncJob, TrustedTurn
 
 
-def fan_out(turns: Sequence[TrustedTurn]) -> list[SyncJob]:
-    """A job for every trusted (turn, agent) pair, in turn order."""
+def fan_out(
+    turns: Sequence[TrustedTurn], idle: Mapping[tuple[str, str], frozenset[str]] | None = None
+) -> list[SyncJob]:
+    """A job for every trusted (turn, agent) pair, in turn order, but for idle agents.
+
+    `idle` maps (tenant, event id) to the agents left out for idleness (pipeline/activity.py).
+    """
     jobs: list[SyncJob] = []
     for trusted in turns:
         turn = trusted.turn
         agents = {agent.key: agent for agent in turn.agents}
+        skipped = (idle or {}).get((turn.tenant, turn.event_id), frozenset())
         for decision in trusted.decisions:
-            if not decision.trusted:
+            if not decision.trusted or decision.agent_key in skipped:
                 continue
             jobs.append(
                 SyncJob(
@@ -27,11 +33,3 @@ def fan_out(turns: Sequence[TrustedTurn]) -> list[SyncJob]:
                 )
             )
     return jobs
-
-
-def group_by_agent(jobs: Sequence[SyncJob]) -> dict[str, list[SyncJob]]:
-    """Jobs grouped per agent key, so each agent's share of a batch travels and commits together."""
-    groups: dict[str, list[SyncJob]] = {}
-    for job in jobs:
-        groups.setdefault(job.agent.key, []).append(job)
-    return groups

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.activity import Activity, LastSpoke, find_idle
 from pipeline.fanout import fan_out
 from pipeline.filter import filter_turns
 from pipeline.resolve import resolve_speakers
@@ -31,6 +32,13 @@ class TurnAccount(BaseModel):
     kept: int
     dropped: list[DroppedMessage]
     decisions: list[TrustDecision]
+    # Trusted agents left out because they were idle in the channel (pipeline/activity.py).
+    idle: list[str] = []
+
+    @property
+    def expected(self) -> int:
+        """How many agents' memory of this turn will be written."""
+        return sum(1 for d in self.decisions if d.trusted and d.agent_key not in self.idle)
 
 
 class IngestOutcome(BaseModel):
@@ -40,6 +48,8 @@ class IngestOutcome(BaseModel):
 
     jobs: list[SyncJob]
     accounts: list[TurnAccount]
+    # Latest message times of agents that spoke, to record for the next idle check.
+    spoke: LastSpoke = {}
 
     def counts(self) -> Counter[str]:
         """Counters by outcome, e.g. `dropped.tool_message` or `trust.public_channel`."""
@@ -51,6 +61,8 @@ class IngestOutcome(BaseModel):
                 counts[f"dropped.{dropped.reason}"] += 1
             for decision in account.decisions:
                 counts[f"trust.{decision.reason}"] += 1
+            if account.idle:
+                counts["fanout.idle"] += len(account.idle)
         counts["sync_jobs"] += len(self.jobs)
         return counts
 
@@ -60,12 +72,16 @@ def ingest_turns(
     known: Mapping[str, KnownParticipant],
     policy: TrustPolicy,
     taken: Mapping[LabelKey, str] | None = None,
+    activity: Activity | None = None,
 ) -> IngestOutcome:
     """Filter, resolve, check trust and fan out a batch of validated events.
 
-    `taken` says who already carries each label in the graph (see `resolve.labels_needed`).
+    `taken` says who already carries each label in the graph (see `resolve.labels_needed`);
+    with `activity`, agents idle in the channel past its window are left out.
     """
     trusted = check_trust(resolve_speakers(filter_turns(events), known, taken), policy)
+    check = find_idle([t.turn for t in trusted], activity) if activity is not None else None
+    idle = check.idle if check is not None else {}
     accounts = [
         TurnAccount(
             tenant=t.turn.tenant,
@@ -73,7 +89,16 @@ def ingest_turns(
             kept=len(t.turn.messages),
             dropped=t.turn.dropped,
             decisions=t.decisions,
+            idle=sorted(
+                d.agent_key
+                for d in t.decisions
+                if d.trusted and d.agent_key in idle.get((t.turn.tenant, t.turn.event_id), ())
+            ),
         )
         for t in trusted
     ]
-    return IngestOutcome(jobs=fan_out(trusted), accounts=accounts)
+    return IngestOutcome(
+        jobs=fan_out(trusted, idle),
+        accounts=accounts,
+        spoke=check.spoke if check is not None else {},
+    )

@@ -15,20 +15,35 @@ AgentMemory = tuple[str, MemoryItem]
 def memorize(
     jobs: Sequence[SyncJob], extractor: Extractor, lenses: Mapping[str, Lens]
 ) -> list[AgentMemory]:
-    """(agent key, item) pairs for every job; an agent keeps only what its lens keeps."""
+    """(agent key, item) pairs for every job; an agent keeps only what its lens keeps.
+
+    A turn is extracted once for all its agents outside a DM (see `perspective`), and each
+    agent's lens filters that one reading: three agents in a channel cost one extraction.
+    """
     memories: list[AgentMemory] = []
+    readings: dict[tuple[str, str, str | None], list[MemoryItem]] = {}
     for job in jobs:
         if not job.messages:
             continue
-        turn = ResolvedTurn(
-            event_id=job.event_id,
-            tenant=job.tenant,
-            channel=job.channel,
-            participants=job.participants,
-            messages=job.messages,
-            dropped=[],
-            occurred_at=max(m.created_at for m in job.messages),
-        )
-        kept = apply_lens(extractor.extract(turn, job.agent), job.agent.lens, lenses)
+        key = (job.tenant, job.event_id, perspective(job))
+        items = readings.get(key)
+        if items is None:
+            turn = ResolvedTurn(
+                event_id=job.event_id,
+                tenant=job.tenant,
+                channel=job.channel,
+                participants=job.participants,
+                messages=job.messages,
+                dropped=[],
+                occurred_at=max(m.created_at for m in job.messages),
+            )
+            items = readings[key] = extractor.extract(turn, job.agent)
+        kept = apply_lens(items, job.agent.lens, lenses)
         memories.extend((job.agent.key, item) for item in kept)
     return memories
+
+
+def perspective(job: SyncJob) -> str | None:
+    """Whose reading of the turn the job needs: its agent's in a DM, where "you" is the reader;
+    elsewhere every agent reads the same items (subjects are named participants), so None."""
+    return job.agent.key if job.channel.kind == "dm" else None

@@ -66,22 +66,19 @@ class Ledger:
         A turn no agent may remember is settled here and then (no sync will ever come for it).
         """
         pipe = self.client.pipeline(transaction=False)
-        settled = [
-            keys.turn_ref(a.tenant, a.event_id)
-            for a in accounts
-            if not any(d.trusted for d in a.decisions)
-        ]
+        settled = [keys.turn_ref(a.tenant, a.event_id) for a in accounts if not a.expected]
         untrack_in(pipe, settled)
         for account in accounts:
             key = keys.turn(account.tenant, account.event_id)
-            expected = sum(1 for d in account.decisions if d.trusted)
-            untrusted = len(account.decisions) - expected
+            expected = account.expected
+            untrusted = sum(1 for d in account.decisions if not d.trusted)
             pipe.hset(
                 key,
                 mapping={
                     "state": "accepted",
                     "expected": expected,
                     "untrusted": untrusted,
+                    "idle": len(account.idle),
                     "accepted_at": time.time(),
                 },
             )
@@ -91,6 +88,8 @@ class Ledger:
             for decision in account.decisions:
                 if not decision.trusted:
                     self._audit(pipe, account, "untrusted", decision.agent_key, decision.reason)
+            for agent_key in account.idle:
+                self._audit(pipe, account, "idle", agent_key, "idle_window")
         pipe.execute()
 
     @redis_errors

@@ -21,6 +21,7 @@ from pipeline.lens import BUILTIN_LENSES, Lens, parse_lenses
 from pipeline.trust import DirectoryTrustPolicy, TrustPolicy, trusters
 from schemas.event import TurnEvent
 from schemas.records import KnownParticipant, LabelKey, TrustEntry
+from workers.activity import ActivityLog
 from workers.cache import TTLCache
 from workers.deadletter import DeadLetterStore
 from workers.ledger import Ledger
@@ -98,6 +99,12 @@ def redis_client() -> redis.Redis:
 
 def ledger() -> Ledger:
     return Ledger(redis_client())
+
+
+def activity() -> ActivityLog | None:
+    """Agents' latest message times, when the idle window is on (MEMSYNC_SYNC_IDLE_SECONDS)."""
+    window = settings().sync_idle_seconds
+    return ActivityLog(redis_client(), window) if window is not None else None
 
 
 def deadletters() -> DeadLetterStore:

@@ -1,4 +1,4 @@
-"""The two tasks: ingest runs stages 1-4 and fans out; sync writes one agent's memory."""
+"""The two tasks: ingest runs stages 1-4 and fans out; sync writes the agents' memory."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from memsync.inflight import sent_now
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
+from pipeline.activity import Activity, activity_pairs
 from pipeline.errors import PoisonPayload, RetryableError
-from pipeline.fanout import group_by_agent
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import IngestOutcome, ingest_turns
 from pipeline.memorize import memorize
@@ -82,11 +82,17 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     known = briefly(runtime.known_names, names_needed(parsed))
     taken = briefly(runtime.label_owners, labels_needed(parsed, known))
     policy = briefly(runtime.trust_policy, parsed)
+    recent = runtime.activity()
+    activity = None
+    if recent is not None:
+        last_spoke = briefly(recent.last_spoke, activity_pairs(parsed))
+        activity = Activity(window_seconds=recent.window_seconds, last_spoke=last_spoke)
     planned: list[IngestOutcome] = []
 
     def plan(group: list[tuple[Any, TurnEvent]]) -> None:
         # Pure stages; a turn that makes them fail is isolated like a failing sync.
-        planned.append(ingest_turns([event for _, event in group], known, policy, taken))
+        events = [event for _, event in group]
+        planned.append(ingest_turns(events, known, policy, taken, activity))
 
     isolated = bisect(good, plan)
     for (raw, _), error in isolated.failed:
@@ -94,12 +100,18 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     outcome = IngestOutcome(
         jobs=[job for part in planned for job in part.jobs],
         accounts=[account for part in planned for account in part.accounts],
+        spoke={pair: at for part in planned for pair, at in part.spoke.items()},
     )
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
     briefly(runtime.ledger().accept, outcome.accounts)
-    for jobs in group_by_agent(outcome.jobs).values():
+    if recent is not None:
+        briefly(recent.record, outcome.spoke)
+    if outcome.jobs:
+        # Every agent's job of the batch travels in one sync task, so the turns' shared part
+        # (speakers, channel, messages) is written once, not once per agent; each job is still
+        # its own unit for the ledger, isolation and dead letters.
         sync.apply_async(
-            args=([job.model_dump(mode="json") for job in jobs],),
+            args=([job.model_dump(mode="json") for job in outcome.jobs],),
             queue=SYNC_QUEUE,
             headers=sent_now(),
         )
@@ -121,7 +133,7 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     retry_jitter=True,
 )
 def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
-    """Write agents' shares of a batch of turns, one transaction per batch.
+    """Write a batch of turns for all their agents, one transaction per batch.
 
     A batch that fails permanently is bisected (workers/isolation.py): every job that can be
     written is, and only the culprits go to the dead-letter store.

@@ -238,15 +238,19 @@ def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryR
         r["agent_key"]: r["owner_key"] for r in tx.run(cypher.MERGE_OWNERS, rows=batch.owners)
     }
     tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
-    taken = {r["key"] for r in tx.run(cypher.MERGE_EPISODES, rows=batch.episodes)}
+    returned = [(r["key"], r["fresh"]) for r in tx.run(cypher.MERGE_EPISODES, rows=batch.episodes)]
+    taken = {key for key, fresh in returned if not fresh}
+    fresh = {key for key, is_fresh in returned if is_fresh}
     batch, allowed = settle(batch, taken, recorded)
-    tx.run(cypher.MERGE_OBSERVED, rows=batch.observed).consume()
+    observed = [{**row, "fresh": row["episode_key"] in fresh} for row in batch.observed]
+    tx.run(cypher.MERGE_OBSERVED, rows=observed).consume()
     memory = keep_memory(memory, allowed)
+    channels = [row["key"] for row in batch.channels]
     if memory.facts:
-        tx.run(cypher.MERGE_FACTS, rows=memory.facts).consume()
+        tx.run(cypher.MERGE_FACTS, rows=memory.facts, channels=channels).consume()
         tx.run(cypher.RESTACK_FACTS, slots=memory.slots).consume()
     if memory.commitments:
-        tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments).consume()
+        tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments, channels=channels).consume()
     if memory.closures:
         tx.run(cypher.MERGE_CLOSURES, rows=memory.closures).consume()
     if memory.obligations:

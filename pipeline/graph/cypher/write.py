@@ -28,11 +28,25 @@ from pipeline.graph.model import (
 
 # -- writer: one sync batch, each statement an UNWIND over rows sorted by key --------------------
 
+
+def _differs(stored: str, given: str) -> str:
+    """Null-safe inequality: a stored null and a given null are the same."""
+    return f"coalesce({stored}, '\\u0000') <> coalesce({given}, '\\u0000')"
+
+
+# Shared nodes (participants, channels, agents) are written only when something changed: a SET,
+# even of the value already stored, write-locks the node until commit, and every transaction of
+# a busy channel touches the same few nodes, so unconditional SETs would serialise them all.
 MERGE_PARTICIPANTS: Final = f"""
 UNWIND $rows AS row
 MERGE (p:{PARTICIPANT} {{key: row.key}})
 ON CREATE SET p.tenant = row.tenant, p.id = row.id, p.kind = row.kind
-SET p += CASE WHEN row.provisional AND p.label IS NOT NULL THEN {{}}
+WITH p, row, row.provisional AND p.label IS NOT NULL AS keep_names
+WHERE {_differs("p.anonymous", "row.anonymous")}
+   OR (NOT keep_names AND ({_differs("p.display_name", "row.display_name")}
+                           OR {_differs("p.handle", "row.handle")}
+                           OR {_differs("p.label", "row.label")}))
+SET p += CASE WHEN keep_names THEN {{}}
               ELSE {{display_name: row.display_name, handle: row.handle, label: row.label}} END,
     p.anonymous = row.anonymous
 """
@@ -40,27 +54,35 @@ SET p += CASE WHEN row.provisional AND p.label IS NOT NULL THEN {{}}
 MARK_AGENTS: Final = f"""
 UNWIND $keys AS key
 MATCH (p:{PARTICIPANT} {{key: key}})
+WHERE NOT p:{AGENT}
 SET p:{AGENT}
 """
 
-# Ownership is set once, by the first claim: the agent node is write-locked before its OWNED_BY
-# edges are read, so two concurrent first claims serialise and the second sees the first.
-# Returns the recorded owner of every claimed agent, for the writer to refuse mismatched claims.
+# Ownership is set once, by the first claim. An agent with an owner is only read; one without is
+# write-locked before its OWNED_BY edges are read again, so two concurrent first claims
+# serialise and the second sees the first. Returns the recorded owner of every claimed agent,
+# for the writer to refuse mismatched claims.
 MERGE_OWNERS: Final = f"""
 UNWIND $rows AS row
 MATCH (a:{AGENT_NODE} {{key: row.agent_key}})
-SET a._owner_lock = true
-REMOVE a._owner_lock
-WITH a, row
-OPTIONAL MATCH (a)-[:{OWNED_BY}]->(cur:{PARTICIPANT})
-WITH a, row, min(cur.key) AS current
-FOREACH (_ IN CASE WHEN current IS NULL THEN [1] ELSE [] END |
-  MERGE (o:{PARTICIPANT} {{key: row.owner_key}})
-  ON CREATE SET o.tenant = row.tenant, o.id = row.owner_id, o.kind = 'human'
-  MERGE (a)-[:{OWNED_BY}]->(o)
-  SET a.owner_key = row.owner_key
-)
-RETURN a.key AS agent_key, coalesce(current, row.owner_key) AS owner_key
+OPTIONAL MATCH (a)-[:{OWNED_BY}]->(seen:{PARTICIPANT})
+WITH a, row, min(seen.key) AS seen
+OPTIONAL CALL (a, row, seen) {{
+  WITH a, row WHERE seen IS NULL
+  SET a._owner_lock = true
+  REMOVE a._owner_lock
+  WITH a, row
+  OPTIONAL MATCH (a)-[:{OWNED_BY}]->(cur:{PARTICIPANT})
+  WITH a, row, min(cur.key) AS current
+  FOREACH (_ IN CASE WHEN current IS NULL THEN [1] ELSE [] END |
+    MERGE (o:{PARTICIPANT} {{key: row.owner_key}})
+    ON CREATE SET o.tenant = row.tenant, o.id = row.owner_id, o.kind = 'human'
+    MERGE (a)-[:{OWNED_BY}]->(o)
+    SET a.owner_key = row.owner_key
+  )
+  RETURN coalesce(current, row.owner_key) AS claimed
+}}
+RETURN a.key AS agent_key, coalesce(seen, claimed) AS owner_key
 """
 
 # The operator's word: replaces whatever owner an agent had (creating the agent if unseen).
@@ -83,12 +105,18 @@ MERGE_CHANNELS: Final = f"""
 UNWIND $rows AS row
 MERGE (c:{CHANNEL} {{key: row.key}})
 ON CREATE SET c.tenant = row.tenant, c.id = row.id
+WITH c, row
+WHERE {_differs("c.kind", "row.kind")}
+   OR (row.title IS NOT NULL AND {_differs("c.title", "row.title")})
 SET c.kind = row.kind, c.title = coalesce(row.title, c.title)
 """
 
 # The first write of a message wins: a row whose (speaker, text) fingerprint differs from the
 # stored one adds no SAID or IN edge and is returned, so nobody is credited with text they never
 # saw. An episode stored before fingerprints counts as the same when its text and speaker match.
+# An episode this statement creates gets its edges by CREATE and is returned as fresh: no other
+# transaction can hold edges to it, and a MERGE of a missing edge would write-lock the speaker and
+# the channel, which every transaction of the channel shares. `_fresh` never outlives the row.
 MERGE_EPISODES: Final = f"""
 UNWIND $rows AS row
 MATCH (s:{PARTICIPANT} {{key: row.speaker_key}})
@@ -97,39 +125,73 @@ MERGE (e:{EPISODE} {{key: row.key}})
 ON CREATE SET e.tenant = row.tenant, e.id = row.id, e.role = row.role, e.content = row.content,
               e.speaker_label = row.speaker_label, e.speaker_id = row.speaker_id,
               e.fingerprint = row.fingerprint, e.created_at = row.created_at,
-              e.channel_key = row.channel_key, e.embed_pending = true
-WITH s, c, e, row,
-     CASE WHEN e.fingerprint IS NULL
+              e.channel_key = row.channel_key, e.embed_pending = true, e._fresh = true
+WITH s, c, e, row, e._fresh IS NOT NULL AS fresh
+FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
+  CREATE (s)-[:{SAID}]->(e)
+  CREATE (e)-[:{IN}]->(c)
+  REMOVE e._fresh
+)
+WITH s, c, e, row, fresh,
+     CASE WHEN fresh THEN true
+          WHEN e.fingerprint IS NULL
           THEN e.content = row.content AND EXISTS {{ MATCH (s)-[:{SAID}]->(e) }}
           ELSE e.fingerprint = row.fingerprint END AS same
-FOREACH (_ IN CASE WHEN same THEN [1] ELSE [] END |
+FOREACH (_ IN CASE WHEN same AND NOT fresh THEN [1] ELSE [] END |
   SET e.fingerprint = row.fingerprint, e.speaker_id = coalesce(e.speaker_id, row.speaker_id)
   MERGE (s)-[:{SAID}]->(e)
   MERGE (e)-[:{IN}]->(c)
 )
-WITH row, same
-WHERE NOT same
-RETURN row.key AS key
+WITH row, same, fresh
+WHERE fresh OR NOT same
+RETURN row.key AS key, fresh
 """
 
 # Each observer adds its own and the channel's scope terms to the episode (once each: every term
 # is 20 digits, so a term is in the string only as a whole term), for scoped keyword search.
+# Rows for episodes created in this transaction (`fresh`) CREATE their edge, as in MERGE_EPISODES.
 MERGE_OBSERVED: Final = f"""
 UNWIND $rows AS row
 MATCH (a:{AGENT_NODE} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
-MERGE (a)-[r:{OBSERVED}]->(e)
-ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+FOREACH (_ IN CASE WHEN row.fresh THEN [1] ELSE [] END |
+  CREATE (a)-[:{OBSERVED} {{synced_at: row.synced_at, event_id: row.event_id}}]->(e)
+)
+FOREACH (_ IN CASE WHEN row.fresh THEN [] ELSE [1] END |
+  MERGE (a)-[r:{OBSERVED}]->(e)
+  ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
+)
 SET e.scope = reduce(s = coalesce(e.scope, ''), t IN row.scope |
                      CASE WHEN s CONTAINS t THEN s ELSE trim(s + ' ' + t) END)
 """
 
 # -- writer: memory (facts, commitments), in the same transaction as the episodes they cite --------
 
+
+def _subject(person: str, channel: str, key: str) -> str:
+    """Find the participant or channel `key` names, looking in one index only.
+
+    `$channels` holds the batch's channel keys. A write query's unique-index lookup of a key that
+    is not there locks the key (so nothing can create it meanwhile): looking for a participant's
+    key among channels would serialise every transaction with memory about that participant.
+    """
+    return (
+        f"OPTIONAL MATCH ({person}:{PARTICIPANT} "
+        f"{{key: CASE WHEN {key} IN $channels THEN null ELSE {key} END}})\n"
+        f"OPTIONAL MATCH ({channel}:{CHANNEL} "
+        f"{{key: CASE WHEN {key} IN $channels THEN {key} END}})"
+    )
+
+
+# New memory nodes get their edges by CREATE, for the reason given at MERGE_EPISODES; the agent
+# and episode are matched first, so a node is never left half-written with its flag set.
 MERGE_FACTS: Final = f"""
 UNWIND $rows AS row
+MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
+MATCH (e:{EPISODE} {{key: row.evidence_key}})
 MERGE (f:{FACT} {{key: row.key}})
-ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at, f.embed_pending = true
+ON CREATE SET f += row.props, f.last_confirmed = row.props.stated_at, f.embed_pending = true,
+              f._fresh = true
 ON MATCH SET
   f.tenant = row.props.tenant,
   f.last_confirmed = CASE WHEN row.props.stated_at > f.last_confirmed
@@ -142,16 +204,20 @@ ON MATCH SET
                       THEN row.props.confidence ELSE f.confidence END,
   f.expires_at = CASE WHEN row.props.expires_at > f.expires_at
                       THEN row.props.expires_at ELSE f.expires_at END
-WITH f, row
-MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
-MATCH (e:{EPISODE} {{key: row.evidence_key}})
-MERGE (a)-[:{KNOWS}]->(f)
-MERGE (f)-[:{EVIDENCE}]->(e)
-WITH f, row
-OPTIONAL MATCH (p:{PARTICIPANT} {{key: row.props.subject_key}})
-OPTIONAL MATCH (c:{CHANNEL} {{key: row.props.subject_key}})
-FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (f)-[:{ABOUT}]->(x))
-FOREACH (x IN CASE WHEN c IS NULL THEN [] ELSE [c] END | MERGE (f)-[:{ABOUT}]->(x))
+WITH a, e, f, row, f._fresh IS NOT NULL AS fresh
+{_subject("p", "c", "row.props.subject_key")}
+WITH a, e, f, row, fresh, [x IN [p, c] WHERE x IS NOT NULL] AS subjects
+FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
+  CREATE (a)-[:{KNOWS}]->(f)
+  CREATE (f)-[:{EVIDENCE}]->(e)
+  FOREACH (x IN subjects | CREATE (f)-[:{ABOUT}]->(x))
+  REMOVE f._fresh
+)
+FOREACH (_ IN CASE WHEN fresh THEN [] ELSE [1] END |
+  MERGE (a)-[:{KNOWS}]->(f)
+  MERGE (f)-[:{EVIDENCE}]->(e)
+  FOREACH (x IN subjects | MERGE (f)-[:{ABOUT}]->(x))
+)
 """
 
 # Within one (agent, subject, slot) the most recently stated fact is current; each older one is
@@ -166,8 +232,12 @@ WITH facts[i] AS f, CASE WHEN i + 1 < size(facts) THEN facts[i + 1] END AS newer
 OPTIONAL MATCH (f)-[old:{SUPERSEDED_BY}]->(x)
 WHERE newer IS NULL OR x <> newer
 DELETE old
-WITH DISTINCT f, newer
-SET f.superseded_at = CASE WHEN newer IS NULL THEN null ELSE newer.last_confirmed END
+WITH DISTINCT f, newer, CASE WHEN newer IS NULL THEN null ELSE newer.last_confirmed END AS at
+// Set only when it changes: a SET write-locks the fact even when the value is the same.
+FOREACH (_ IN CASE WHEN (f.superseded_at IS NULL AND at IS NULL) OR f.superseded_at = at
+                   THEN [] ELSE [1] END |
+  SET f.superseded_at = at
+)
 WITH f, newer
 WHERE newer IS NOT NULL
 MERGE (f)-[:{SUPERSEDED_BY}]->(newer)
@@ -175,31 +245,42 @@ MERGE (f)-[:{SUPERSEDED_BY}]->(newer)
 
 MERGE_COMMITMENTS: Final = f"""
 UNWIND $rows AS row
-MERGE (c:{COMMITMENT} {{key: row.key}})
-ON CREATE SET c += row.props, c.status = 'open', c.embed_pending = true
-SET c.tenant = row.props.tenant
-WITH c, row
 MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
 MATCH (e:{EPISODE} {{key: row.evidence_key}})
 MATCH (by:{PARTICIPANT} {{key: row.props.owed_by_key}})
-MERGE (a)-[:{KNOWS}]->(c)
-MERGE (c)-[:{EVIDENCE}]->(e)
-MERGE (c)-[:{OWED_BY_REL}]->(by)
-WITH c, row
-OPTIONAL MATCH (p:{PARTICIPANT} {{key: row.props.owed_to_key}})
-OPTIONAL MATCH (ch:{CHANNEL} {{key: row.props.owed_to_key}})
-FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (c)-[:{OWED_TO}]->(x))
-FOREACH (x IN CASE WHEN ch IS NULL THEN [] ELSE [ch] END | MERGE (c)-[:{OWED_TO}]->(x))
+MERGE (c:{COMMITMENT} {{key: row.key}})
+ON CREATE SET c += row.props, c.status = 'open', c.embed_pending = true, c._fresh = true
+ON MATCH SET c.tenant = row.props.tenant
+WITH a, e, by, c, row, c._fresh IS NOT NULL AS fresh
+{_subject("p", "ch", "row.props.owed_to_key")}
+WITH a, e, by, c, fresh, [x IN [p, ch] WHERE x IS NOT NULL] AS owed
+FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
+  CREATE (a)-[:{KNOWS}]->(c)
+  CREATE (c)-[:{EVIDENCE}]->(e)
+  CREATE (c)-[:{OWED_BY_REL}]->(by)
+  FOREACH (x IN owed | CREATE (c)-[:{OWED_TO}]->(x))
+  REMOVE c._fresh
+)
+FOREACH (_ IN CASE WHEN fresh THEN [] ELSE [1] END |
+  MERGE (a)-[:{KNOWS}]->(c)
+  MERGE (c)-[:{EVIDENCE}]->(e)
+  MERGE (c)-[:{OWED_BY_REL}]->(by)
+  FOREACH (x IN owed | MERGE (c)-[:{OWED_TO}]->(x))
+)
 """
 
 # Closures are stored on their own, so one that arrives before its commitment still finds it.
 MERGE_CLOSURES: Final = f"""
 UNWIND $rows AS row
-MERGE (k:{CLOSURE} {{key: row.key}})
-ON CREATE SET k += row.props
-WITH k, row
 MATCH (e:{EPISODE} {{key: row.props.evidence_key}})
-MERGE (k)-[:{EVIDENCE}]->(e)
+MERGE (k:{CLOSURE} {{key: row.key}})
+ON CREATE SET k += row.props, k._fresh = true
+WITH e, k, k._fresh IS NOT NULL AS fresh
+FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
+  CREATE (k)-[:{EVIDENCE}]->(e)
+  REMOVE k._fresh
+)
+FOREACH (_ IN CASE WHEN fresh THEN [] ELSE [1] END | MERGE (k)-[:{EVIDENCE}]->(e))
 """
 
 
@@ -229,8 +310,12 @@ CALL (c) {{
   WITH k ORDER BY k.closed_at, k.key
   RETURN collect(k) AS closures
 }}
-WITH c, closures, closures[-1] AS last
-SET c.status = coalesce(last.status, 'open'), c.closed_at = last.closed_at
+WITH c, closures, coalesce(closures[-1].status, 'open') AS status, closures[-1].closed_at AS at
+FOREACH (_ IN CASE WHEN c.status = status
+                        AND ((c.closed_at IS NULL AND at IS NULL) OR c.closed_at = at)
+                   THEN [] ELSE [1] END |
+  SET c.status = status, c.closed_at = at
+)
 WITH c, closures
 OPTIONAL MATCH (c)-[old:{CLOSED_BY}]->(x)
 WHERE NOT x IN closures
