@@ -24,10 +24,11 @@ from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.datasets import friends_raw_events
-from workers import runtime, services
-from workers.demo import worker_env
-from workers.ledger import Ledger
-from workers.runtime import ledger as runtime_ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.ledger import Ledger
+from workers.worker import runtime
+from workers.worker.runtime import ledger as runtime_ledger
 
 AGENTS = [
     {"id": "a-one", "kind": "agent", "display_name": "One", "handle": "one"},

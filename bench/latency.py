@@ -50,7 +50,7 @@ from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallMode, RecallQuery
 from tests.datasets import TESTS_DATA_DIR
-from workers import services
+from workers.local import services
 
 TENANT = "bench-latency"
 LAG_TENANT = "bench-lag"
@@ -295,7 +295,7 @@ def measure(
 
 def embed_all(graph: GraphStore, embedder: Embedder, batch: int) -> tuple[int, float]:
     """Drain the whole backlog with the embed worker's own drain; (nodes stored, seconds)."""
-    from workers.embedding import drain
+    from workers.worker.embedding import drain
 
     started = time.perf_counter()
     stored = 0
@@ -308,7 +308,7 @@ def embed_all(graph: GraphStore, embedder: Embedder, batch: int) -> tuple[int, f
 
 def _embed_loop(uri: str, batch: int, stop: Any, counts: Any) -> None:
     """The embed side of the lag test (own process): drain continuously until told to stop."""
-    from workers.embedding import drain
+    from workers.worker.embedding import drain
 
     embedder = make_embedder(Settings(embedder="wordllama"))
     assert embedder is not None

@@ -265,7 +265,7 @@ def graph_side(corpora: Sequence[tuple[Corpus, list[SyncJob]]]) -> Iterator[Grap
         from pipeline.graph.search import recall
         from pipeline.graph.store import GraphStore
         from schemas.recall import RecallMode, RecallQuery
-        from workers import services
+        from workers.local import services
     except ImportError as exc:
         side.notes.append(f"graph retrievers unavailable: {exc}")
         yield side

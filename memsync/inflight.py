@@ -7,7 +7,7 @@ or the turn rejected or dead-lettered), and the reconciler re-sends what stays t
 Members of both keys are `keys.turn_ref(tenant, event_id)`.
 
 This module holds the part the producer needs (recording and forgetting, the sent-at header);
-the worker side's reads (due, touch, count) extend it in workers/inflight.py.
+the worker side's reads (due, touch, count) extend it in workers/state/inflight.py.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def untrack_in(pipe: Any, turn_refs: Sequence[str]) -> None:
 class InFlight:
     """A hash of turn payloads and a sorted set of when each was last (re)sent.
 
-    Redis errors pass through as redis-py raises them; workers/inflight.py turns connection
+    Redis errors pass through as redis-py raises them; workers/state/inflight.py turns connection
     trouble into the retryable BrokerUnavailable for the worker side.
     """
 

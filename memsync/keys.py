@@ -40,7 +40,7 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:activity:{c}           | sorted set | agent key -> its latest message time in c      |
 
 `turn_ref` is `escape(tenant) + "/" + escape(event_id)`; plain ids read as "acme/evt-7f3a".
-`{h}` is `escape(holder id)` (workers/heartbeat.py), `{q}` is `escape(queue list key)`.
+`{h}` is `escape(holder id)` (workers/worker/heartbeat.py), `{q}` is `escape(queue list key)`.
 `{a}` and `{c}` are `escape(agent graph key)` and `escape(channel graph key)` (tenant-qualified).
 """
 
@@ -62,7 +62,7 @@ def _key(*components: str) -> str:
     return ":".join((PREFIX, *components))
 
 
-# Turns: progress of each emitted event (workers/ledger.py) and its in-flight copy.
+# Turns: progress of each emitted event (workers/state/ledger.py) and its in-flight copy.
 
 
 def turn_ref(tenant: str, event_id: str) -> str:
@@ -85,7 +85,7 @@ def turn_dead(tenant: str, event_id: str) -> str:
     return _key("turn", turn_ref(tenant, event_id), "dead")
 
 
-# Counters and the audit trail (workers/ledger.py; every module may count into STATS).
+# Counters and the audit trail (workers/state/ledger.py; every module may count into STATS).
 
 STATS = _key("stats")
 AUDIT = _key("audit")
@@ -95,17 +95,18 @@ AUDIT = _key("audit")
 INFLIGHT_PAYLOADS = _key("inflight")
 INFLIGHT_SINCE = _key("inflight", "since")
 
-# The dead-letter store (workers/deadletter.py), members are dead-letter ids.
+# The dead-letter store (workers/state/deadletter.py), members are dead-letter ids.
 
 DLQ_ENTRIES = _key("dlq", "entries")
 DLQ_INDEX = _key("dlq", "index")
 
-# The reconciler's lock: one sweep at a time across workers (workers/reconcile.py).
+# The reconciler's lock: one sweep at a time across workers (workers/worker/reconcile.py).
 
 RECONCILE_LOCK = _key("reconcile", "lock")
 
-# Worker liveness and the reliable pop (workers/heartbeat.py, workers/transport.py): one holder
-# per worker process start; its keys share the escaped holder id as their third component.
+# Worker liveness and the reliable pop (workers/worker/heartbeat.py, workers/worker/transport.py):
+# one holder per worker process start; its keys share the escaped holder id as their third
+# component.
 
 HOLDERS = _key("workers")
 HOLDER_SWEEP_LOCK = _key("worker-sweep", "lock")
@@ -131,7 +132,7 @@ def worker_staging(holder: str, queue_key: str) -> str:
     return _key("worker", escape(holder), "staging", escape(queue_key))
 
 
-# The embedding backlog (workers/embedding.py): kicks are deduplicated, one task drains at a
+# The embedding backlog (workers/worker/embedding.py): kicks are deduplicated, one task drains at a
 # time, and kicks are only sent while some worker consumes the embed queue.
 
 EMBED_KICK = _key("embed", "kick")
@@ -155,7 +156,7 @@ FIXED_KEYS = (
 )
 
 
-# Rolling summaries (workers/folding.py): one fold per (agent, channel) at a time, and fold
+# Rolling summaries (workers/worker/folding.py): one fold per (agent, channel) at a time, and fold
 # checks sent at most every few seconds per pair. Graph keys are tenant-qualified already.
 
 
@@ -169,7 +170,7 @@ def fold_check(agent_key: str, channel_key: str) -> str:
     return _key("fold", "check", escape(agent_key), escape(channel_key))
 
 
-# Agents' latest message per channel, for the idle window (workers/activity.py).
+# Agents' latest message per channel, for the idle window (workers/state/activity.py).
 
 
 def channel_activity(channel_key: str) -> str:

@@ -3,7 +3,7 @@
 The producer runs inside the platform's process and must not import Celery, so it writes the
 message Celery's `send_task` would: the same body, headers and properties, on the anonymous
 exchange with the queue's name as routing key (how Celery routes to a direct queue), persistent.
-The reconciler's re-send (workers/reconcile.py) publishes through the same function, so the
+The reconciler's re-send (workers/worker/reconcile.py) publishes through the same function, so the
 producer's messages and the re-sent ones cannot drift apart.
 """
 
@@ -90,7 +90,7 @@ def task_message(
 
 
 def task_queue(name: str) -> Queue:
-    """A memsync queue as the workers declare it (workers/celeryconfig.py): its own direct
+    """A memsync queue as the workers declare it (workers/worker/config.py): its own direct
     exchange and routing key, both named after it."""
     return Queue(name, Exchange(name, type="direct"), routing_key=name)
 

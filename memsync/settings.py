@@ -66,10 +66,10 @@ class Settings(BaseSettings):
     # is older than this many seconds (by message time) gets no memory of the channel's turns
     # until it speaks again; each skip is counted (fanout.idle) and audited. Off by default.
     sync_idle_seconds: float | None = Field(default=None, gt=0)
-    # A turn unsettled this long after it was sent is sent again (see workers/reconcile.py).
+    # A turn unsettled this long after it was sent is sent again (see workers/worker/reconcile.py).
     reconcile_after: int = Field(default=4000, ge=5)
     reconcile_interval: int = Field(default=60, ge=1)
-    # Worker liveness (workers/heartbeat.py): each worker renews a key every interval that
+    # Worker liveness (workers/worker/heartbeat.py): each worker renews a key every interval that
     # expires after the TTL; a worker silent that long is dead, and its unacked messages go
     # back to their queues at the next sweep (TTL + one interval after a kill, not the
     # visibility timeout). The TTL must be at least twice the interval.
@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     spool_max_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     publish_timeout: float = Field(default=2.0, gt=0)
 
-    # Dead-letter store (workers/deadletter.py): past the cap the oldest entries are evicted;
+    # Dead-letter store (workers/state/deadletter.py): past the cap the oldest entries are evicted;
     # with a TTL older ones are dropped (None keeps them until purged); larger payloads are
     # kept truncated and cannot be replayed (the default keeps every valid event whole).
     dlq_max_entries: int = Field(default=100_000, ge=1)

@@ -1,7 +1,9 @@
-"""Celery app, tasks, worker-side Redis state and CLI: everything that consumes the broker.
+"""Everything that consumes the broker, by role.
 
-The platform side lives in memsync/ (`import memsync; memsync.emit_turn(event)`); the names
-below are re-exported so `from workers import emit_turn` keeps working.
+worker/ (the Celery app, tasks and their bootsteps), state/ (Redis state kept beside the
+queues), cli/ (the operator CLI), local/ (local development services). The platform side lives
+in memsync/ (`import memsync; memsync.emit_turn(event)`); the names below are re-exported so
+`from workers import emit_turn` keeps working.
 """
 
 from memsync.producer import Producer, emit_turn

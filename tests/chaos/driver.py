@@ -30,10 +30,10 @@ from memsync.settings import Settings
 from tests.chaos import emitter, stream
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed
-from workers import services
-from workers.deadletter import DeadLetterStore
-from workers.demo import worker_env
-from workers.ledger import Ledger, TurnStatus
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger, TurnStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_FILE = ROOT / ".memsync" / "chaos-report.txt"
@@ -364,7 +364,7 @@ class Chaos:
         self.result.dead_before_replay = len(letters)
         if letters:
             replay = subprocess.run(
-                [sys.executable, "-m", "workers.cli", "dlq", "replay", "--all"],
+                [sys.executable, "-m", "workers.cli.main", "dlq", "replay", "--all"],
                 env=worker_env(self.settings),
                 capture_output=True,
                 text=True,

@@ -10,8 +10,8 @@ from pathlib import Path
 from memsync.settings import Settings
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
-from workers import services
-from workers.demo import worker_env
+from workers.cli.demo import worker_env
+from workers.local import services
 
 
 class Cluster:

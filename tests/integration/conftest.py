@@ -21,9 +21,10 @@ from pipeline.embedder import make_embedder
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.integration.report import FAULT_REPORT
-from workers import runtime, services
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.ledger import Ledger
+from workers.worker import runtime
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -15,7 +15,7 @@ from pipeline.ingest import ingest_turns
 from pipeline.trust import ChannelTrustPolicy
 from pipeline.validate import validate_event
 from tests.datasets import friends_raw_events
-from workers.ledger import Ledger, TurnStatus
+from workers.state.ledger import Ledger, TurnStatus
 
 AGENTS = [
     {"id": "a-scribe", "kind": "agent", "display_name": "Scribe", "handle": "scribe"},

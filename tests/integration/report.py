@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.settings import INGEST_QUEUE
-from workers.app import app
+from workers.worker.app import app
 
 FAULT_REPORT: list[str] = []
 REPORT_FILE = Path(__file__).resolve().parents[2] / ".memsync" / "fault-report.txt"

@@ -15,10 +15,10 @@ from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.integration.test_operations import cli, wait_for
 from tests.integration.test_spine import dm_turn
-from workers import services
-from workers.deadletter import DeadLetterStore
-from workers.inflight import InFlight
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.inflight import InFlight
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from workers import services
-from workers.demo import worker_env
+from workers.cli.demo import worker_env
+from workers.local import services
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def test_two_workers_on_one_host_get_distinct_node_names(
     for (process, _), name in zip(extra_workers.started, names, strict=True):
         assert name.startswith(f"memsync-{process.pid}@")
     ping = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "workers.app", "inspect", "ping", "--json"],
+        [sys.executable, "-m", "celery", "-A", "workers.worker.app", "inspect", "ping", "--json"],
         env=worker_env(settings),
         capture_output=True,
         text=True,

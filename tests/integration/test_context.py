@@ -27,8 +27,8 @@ from schemas.context import Context
 from schemas.keys import channel_key, episode_key, participant_key
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
-from workers import services
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

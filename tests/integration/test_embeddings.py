@@ -23,8 +23,8 @@ from pipeline.graph.embeddings import (
 from pipeline.graph.model import EPISODE, VECTOR_INDEXES
 from pipeline.graph.store import GraphStore
 from schemas.keys import episode_key
-from workers import services
-from workers.demo import worker_env
+from workers.cli.demo import worker_env
+from workers.local import services
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def _turns(tenant: str) -> list[dict[str, Any]]:
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
+        [sys.executable, "-m", "workers.cli.main", *args],
         env=worker_env(settings),
         capture_output=True,
         text=True,

@@ -19,10 +19,10 @@ import redis
 
 from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
-from workers import services
-from workers.app import app
-from workers.deadletter import DeadLetterStore
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger
+from workers.worker.app import app
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from kombu import Connection, Exchange, Queue
 from kombu.messaging import Producer as KombuProducer
 
-from workers import transport
+from workers.worker import transport
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from pipeline.errors import InvalidEvent
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
 from tests.integration.report import report_fault, send_task
-from workers.deadletter import DeadLetter, DeadLetterStore
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.state.deadletter import DeadLetter, DeadLetterStore
+from workers.state.ledger import Ledger
 
 # Each test waits on conditions with their own deadlines; the module's budget covers the slowest
 # chain of them (Neo4j restarts included) on a busy machine.
@@ -291,7 +291,7 @@ def test_poison_messages_are_dead_lettered(cluster: Cluster, ledger: Ledger, ten
 
 def run_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
+        [sys.executable, "-m", "workers.cli.main", *args],
         env=worker_env(cluster.settings),
         capture_output=True,
         text=True,

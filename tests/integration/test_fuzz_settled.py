@@ -11,9 +11,9 @@ from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.fuzzing import accepted_sample
 from tests.integration.report import report_fault
-from workers import services
-from workers.deadletter import DeadLetterStore
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from memsync.settings import Settings
-from workers import services
-from workers.demo import worker_env
+from workers.cli.demo import worker_env
+from workers.local import services
 
 pytestmark = pytest.mark.integration
 

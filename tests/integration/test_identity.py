@@ -20,8 +20,8 @@ from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.keys import episode_key, participant_key
 from tests.integration.test_spine import DEVON, TRAVEL, emit_and_wait, event, msg
-from workers import services
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

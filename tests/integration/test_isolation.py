@@ -21,10 +21,10 @@ from pipeline.graph.reader import agent_facts, tenant_counts
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
 from tests.modelserver import chat_answer, serve
-from workers import services
-from workers.deadletter import DeadLetterStore
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

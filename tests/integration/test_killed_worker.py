@@ -1,7 +1,7 @@
 """Killed and deaf workers, with DEFAULT delivery settings (an hour's visibility timeout).
 
 A worker killed with kill -9 mid-load holds unacked messages that kombu alone would give back
-only after the visibility timeout; the heartbeat sweep (workers/heartbeat.py) must give them
+only after the visibility timeout; the heartbeat sweep (workers/worker/heartbeat.py) must give them
 back within minutes while another worker keeps running. A consumer whose broker connection goes
 silent without closing must notice and reconnect.
 """
@@ -25,9 +25,10 @@ from memsync.settings import Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
 from tests.integration.report import report_fault
-from workers import heartbeat, services
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.ledger import Ledger
+from workers.worker import heartbeat
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ from schemas.keys import participant_key
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, PRIYA, SARAH, emit_and_wait, event, msg
 from tests.integration.test_spine import TRAVEL as SPINE_TRAVEL
-from workers import services
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

@@ -18,11 +18,11 @@ from pipeline.graph.reader import tenant_counts
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
 from tests.integration.test_spine import dm_turn
-from workers import services
-from workers.deadletter import DeadLetterStore, letters_for
-from workers.demo import worker_env
-from workers.inflight import PAYLOADS_KEY, InFlight
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore, letters_for
+from workers.state.inflight import PAYLOADS_KEY, InFlight
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
+        [sys.executable, "-m", "workers.cli.main", *args],
         env={**worker_env(settings), **env},
         capture_output=True,
         text=True,
@@ -146,7 +146,7 @@ def test_spool_survives_a_producer_restart(
 
 def test_worker_refuses_unsafe_visibility_timeout(settings: Settings) -> None:
     started = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "worker"],
+        [sys.executable, "-m", "workers.cli.main", "worker"],
         env={
             **worker_env(settings),
             "MEMSYNC_VISIBILITY_TIMEOUT": "100",

@@ -17,9 +17,9 @@ import redis
 from memsync import keys
 from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
-from workers import services
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

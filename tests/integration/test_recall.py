@@ -23,8 +23,8 @@ from schemas.keys import episode_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event, msg
-from workers import services
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
-from workers import heartbeat, popcycle, runtime, transport
-from workers.ledger import Ledger
+from workers.state.ledger import Ledger
+from workers.worker import heartbeat, popcycle, runtime, transport
 
 pytestmark = pytest.mark.integration
 

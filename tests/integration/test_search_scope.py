@@ -18,8 +18,8 @@ from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event
-from workers import services
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 

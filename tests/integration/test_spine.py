@@ -21,10 +21,10 @@ from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import recall, tenant_counts, tenant_episodes
 from pipeline.graph.store import GraphStore
 from tests.integration.report import send_task
-from workers import services
-from workers.deadletter import DeadLetterStore
-from workers.demo import worker_env
-from workers.ledger import Ledger
+from workers.cli.demo import worker_env
+from workers.local import services
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger
 
 pytestmark = pytest.mark.integration
 
@@ -256,7 +256,7 @@ def test_poison_on_the_queue_does_not_stop_the_worker(
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = worker_env(settings)
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
+        [sys.executable, "-m", "workers.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

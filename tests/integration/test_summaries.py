@@ -32,9 +32,9 @@ from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.keys import channel_key, episode_key, participant_key
 from tests.integration.test_spine import DEVON, TRAVEL, emit_and_wait
-from workers import services
-from workers.folding import FoldOutcome, fold_channel, fold_locked
-from workers.ledger import Ledger
+from workers.local import services
+from workers.state.ledger import Ledger
+from workers.worker.folding import FoldOutcome, fold_channel, fold_locked
 
 pytestmark = pytest.mark.integration
 

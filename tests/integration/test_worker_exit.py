@@ -10,7 +10,7 @@ import pytest
 
 from memsync.settings import Settings
 from pipeline.graph.store import GraphStore
-from workers.demo import worker_env
+from workers.cli.demo import worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
         }
     )
     done = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "worker", "-n", "exit-test@%h"],
+        [sys.executable, "-m", "workers.cli.main", "worker", "-n", "exit-test@%h"],
         env=worker_env(own),
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import fakeredis
 import redis
 from kombu import Connection
 
-from workers import heartbeat, transport
+from workers.worker import heartbeat, transport
 
 
 @contextmanager

@@ -7,8 +7,8 @@ import fakeredis
 from memsync import keys
 from pipeline.ingest import TurnAccount
 from schemas.records import TrustDecision
-from workers.activity import ActivityLog
-from workers.ledger import Ledger
+from workers.state.activity import ActivityLog
+from workers.state.ledger import Ledger
 
 
 def test_recorded_times_only_rise_and_read_back_per_pair() -> None:

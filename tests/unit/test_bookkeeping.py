@@ -21,14 +21,14 @@ from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, DeadLetterUnavailable, RetryableError
 from pipeline.ingest import TurnAccount
 from schemas.records import ChannelRef, Speaker, SyncJob, TrustDecision
-from workers import ledger as ledger_module
-from workers import runtime
-from workers.deadletter import DeadLetter, DeadLetterStore, letters_for
-from workers.inflight import InFlight
-from workers.ledger import Ledger
-from workers.reconcile import ReconcileStep, sweep
-from workers.redisfaults import redis_errors
-from workers.replay import replay
+from workers.cli.replay import replay
+from workers.state import ledger as ledger_module
+from workers.state.deadletter import DeadLetter, DeadLetterStore, letters_for
+from workers.state.inflight import InFlight
+from workers.state.ledger import Ledger
+from workers.state.redisfaults import redis_errors
+from workers.worker import runtime
+from workers.worker.reconcile import ReconcileStep, sweep
 
 # Ids an adversary (or an unlucky platform) might send: suffixes of other keys, separators,
 # escapes of separators, and a hash tag.

@@ -9,8 +9,8 @@ import pytest
 
 from memsync.settings import Settings
 from schemas.records import KnownParticipant, TrustEntry
-from workers import runtime
-from workers.cache import TTLCache
+from workers.worker import runtime
+from workers.worker.cache import TTLCache
 
 
 class Clock:

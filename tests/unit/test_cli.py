@@ -19,10 +19,11 @@ import redis
 from pydantic import SecretStr
 
 from memsync.settings import Settings, unknown_variables
-from workers import cli, runtime
-from workers.cli_errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, describe, redact_url
-from workers.ledger import TurnStatus
-from workers.services import free_port
+from workers.cli import main as cli
+from workers.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, describe, redact_url
+from workers.local.services import free_port
+from workers.state.ledger import TurnStatus
+from workers.worker import runtime
 
 MEMSYNC = Path(sys.executable).parent / "memsync"
 EVENT = (

@@ -14,7 +14,7 @@ from memsync import keys
 from memsync.settings import Settings
 from pipeline.embedder import WordLlamaEmbedder, labelled, make_embedder
 from pipeline.graph.cypher.embed import vector_index_statements
-from workers.embedding import kick
+from workers.worker.embedding import kick
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from typing import Any, cast
 import pytest
 
 from memsync.settings import Settings
-from workers.envelope import TASK_NAMES, envelope_problem, is_task_queue, max_eta_seconds
+from workers.worker.envelope import TASK_NAMES, envelope_problem, is_task_queue, max_eta_seconds
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp()
 BOUND = 3300.0
@@ -70,7 +70,7 @@ def test_a_celery_message_passes() -> None:
 def test_a_message_sent_by_celery_itself_passes() -> None:
     from kombu import Connection
 
-    from workers.app import app
+    from workers.worker.app import app
 
     with Connection("memory://") as connection:
         producer = app.amqp.Producer(connection, auto_declare=True)
@@ -107,8 +107,8 @@ def test_missing_task_name_is_refused(task: Any) -> None:
 
 
 def test_task_names_are_the_registered_ones() -> None:
-    import workers.tasks  # noqa: F401  (registers the tasks)
-    from workers.app import app
+    import workers.worker.tasks  # noqa: F401  (registers the tasks)
+    from workers.worker.app import app
 
     assert {name for name in app.tasks if name.startswith("memsync.")} == TASK_NAMES
 

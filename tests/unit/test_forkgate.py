@@ -6,7 +6,7 @@ import os
 import threading
 
 from tests.forking import fork, reap
-from workers import forkgate
+from workers.worker import forkgate
 
 
 def test_a_child_never_inherits_a_lock_held_inside_a_tick() -> None:

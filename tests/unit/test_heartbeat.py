@@ -19,8 +19,8 @@ from kombu.messaging import Producer
 from memsync.settings import SYNC_QUEUE, Settings
 from pipeline.errors import BrokerUnavailable, RetryableError
 from tests.unit.fakebroker import fake_channel
-from workers import heartbeat
-from workers.heartbeat import DeafnessWatch, Keeper
+from workers.worker import heartbeat
+from workers.worker.heartbeat import DeafnessWatch, Keeper
 
 
 @pytest.fixture()

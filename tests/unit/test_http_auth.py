@@ -20,7 +20,7 @@ from memsync.reading import Memory
 from memsync.settings import Settings
 from pipeline.errors import ConfigurationError
 from schemas.event import TurnEvent
-from workers import cli
+from workers.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from pipeline.errors import GraphUnavailable, PermanentError
-from workers.isolation import bisect
+from workers.worker.isolation import bisect
 
 
 def writer(bad: set[int], calls: list[list[int]]) -> Callable[[list[int]], None]:

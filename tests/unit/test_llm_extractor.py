@@ -19,7 +19,7 @@ from pipeline.resolve import resolve_speakers
 from schemas.event import TurnEvent
 from schemas.records import ResolvedTurn
 from tests.modelserver import chat_answer, serve
-from workers.llm import LLMError, LLMExtractor, LLMRejected, RateLimit
+from workers.worker.llm import LLMError, LLMExtractor, LLMRejected, RateLimit
 
 
 class FakeModel:

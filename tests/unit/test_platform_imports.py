@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER_SIDE = (
     "celery",
     "workers",
-    "workers.app",
-    "workers.tasks",
+    "workers.worker.app",
+    "workers.worker.tasks",
     "pipeline.extract",
     "pipeline.rules",
     "dateparser",

@@ -19,7 +19,7 @@ from kombu.exceptions import EncodeError
 from memsync.producer import Producer, refused_for_content
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable
-from workers.inflight import InFlight
+from workers.state.inflight import InFlight
 
 OOM = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
 

@@ -12,10 +12,10 @@ from memsync.inflight import SENT_AT_HEADER
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.ingest import TurnAccount
 from schemas.records import TrustDecision
-from workers.deadletter import DeadLetterStore
-from workers.inflight import InFlight
-from workers.ledger import Ledger
-from workers.reconcile import sweep
+from workers.state.deadletter import DeadLetterStore
+from workers.state.inflight import InFlight
+from workers.state.ledger import Ledger
+from workers.worker.reconcile import sweep
 
 
 def queued(client: fakeredis.FakeRedis, queue: str, sent_at: float | None) -> None:

@@ -7,12 +7,12 @@ from celery.exceptions import Reject
 
 from memsync.settings import Settings
 from pipeline.errors import GraphUnavailable, InvalidEvent
-from workers import runtime
-from workers.celeryconfig import celery_config, delivery_problems
-from workers.deadletter import identify, letter_id, letters_for
-from workers.replay import parse_duration
-from workers.services import free_port
-from workers.tasks import ingest
+from workers.cli.replay import parse_duration
+from workers.local.services import free_port
+from workers.state.deadletter import identify, letter_id, letters_for
+from workers.worker import runtime
+from workers.worker.config import celery_config, delivery_problems
+from workers.worker.tasks import ingest
 
 
 def test_sync_letters_split_per_job_with_their_own_key() -> None:

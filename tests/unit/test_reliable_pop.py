@@ -12,8 +12,8 @@ from kombu import Exchange, Queue
 from memsync import keys
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from tests.unit.fakebroker import fake_channel
-from workers import heartbeat
-from workers.popcycle import PendingMove, PopCycle, scan_keys
+from workers.worker import heartbeat
+from workers.worker.popcycle import PendingMove, PopCycle, scan_keys
 
 SEP = "\x06\x16"
 

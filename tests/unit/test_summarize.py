@@ -26,8 +26,8 @@ from pipeline.summarize import (
 )
 from tests.datasets import friends_raw_events, tau_raw_events
 from tests.modelserver import chat_answer, serve
-from workers.llm import LLMError, RateLimit
-from workers.llm_summary import LLMSummarizer
+from workers.worker.llm import LLMError, RateLimit
+from workers.worker.llm_summary import LLMSummarizer
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 

@@ -18,8 +18,8 @@ from kombu import Producer as KombuProducer
 from memsync.inflight import SENT_AT_HEADER, sent_now
 from memsync.message import publish_ingest
 from memsync.settings import INGEST_QUEUE, Settings
-from workers.celeryconfig import celery_config
-from workers.envelope import envelope_problem
+from workers.worker.config import celery_config
+from workers.worker.envelope import envelope_problem
 
 BATCH = [{"event_id": "e-1", "tenant": "acme", "text": "Noted, Devon: window seat. é"}]
 PER_SEND = {"id", "root_id", "origin", SENT_AT_HEADER}
@@ -35,7 +35,7 @@ def queued(connection: Connection) -> dict[str, Any]:
 def celery_item(url: str) -> dict[str, Any]:
     app = Celery("memsync")
     app.conf.update(celery_config(Settings(broker_url=url)))
-    app.conf.broker_transport = None  # the in-memory broker, not workers/transport.py
+    app.conf.broker_transport = None  # the in-memory broker, not workers/worker/transport.py
     with app.connection_for_write(url=url) as connection:
         app.send_task(
             "memsync.ingest",

@@ -9,8 +9,8 @@ from celery import Celery
 from celery.exceptions import Reject
 
 from pipeline.errors import BrokerUnavailable
-from workers import services
-from workers.taskbase import MemsyncTask
+from workers.local import services
+from workers.worker.taskbase import MemsyncTask
 
 
 def test_a_retry_that_cannot_be_published_requeues_the_message() -> None:

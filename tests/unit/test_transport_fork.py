@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.forking import fork, reap
 from tests.unit.fakebroker import fake_channel
-from workers import forkgate
+from workers.worker import forkgate
 
 
 def test_kombus_after_fork_cleanup_never_hangs_the_child() -> None:

@@ -31,10 +31,15 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 from pipeline.errors import DeadLetterUnavailable
-from workers import heartbeat
-from workers.deadletter import DeadLetterStore, unreadable_letters
-from workers.envelope import envelope_problem, is_task_queue, max_eta_seconds, unreadable_reason
-from workers.popcycle import SCAN_LUA, PendingMove, PopCycle, scan_keys
+from workers.state.deadletter import DeadLetterStore, unreadable_letters
+from workers.worker import heartbeat
+from workers.worker.envelope import (
+    envelope_problem,
+    is_task_queue,
+    max_eta_seconds,
+    unreadable_reason,
+)
+from workers.worker.popcycle import SCAN_LUA, PendingMove, PopCycle, scan_keys
 
 log = logging.getLogger("memsync.transport")
 
@@ -56,7 +61,7 @@ class GuardedRedis(redis.Redis):
     def problem(self, queue: bytes | str, body: bytes | str) -> str | None:
         """Why an item popped from `queue` must not be delivered (None: deliver it)."""
         if is_task_queue(queue):
-            from workers import runtime  # the worker side; read per item, never at import
+            from workers.worker import runtime  # the worker side; read per item, never at import
 
             bound = max_eta_seconds(runtime.settings())
             return envelope_problem(body, time.time(), bound)
@@ -121,8 +126,8 @@ _channels: weakref.WeakSet[Channel] = weakref.WeakSet()
 
 class QoS(kombu_redis.QoS):
     """kombu's ack emulation, plus a record of which worker holds each unacked message, so the
-    messages of a worker that stopped beating go back at once (workers/heartbeat.py); the move
-    of a staged item into `unacked`; and acks and rejects that survive a closed channel."""
+    messages of a worker that stopped beating go back at once (workers/worker/heartbeat.py); the
+    move of a staged item into `unacked`; and acks and rejects that survive a closed channel."""
 
     def append(self, message: Any, delivery_tag: str) -> None:
         holder = heartbeat.active_holder()

@@ -19,14 +19,14 @@ from pipeline.resolve import labels_needed, names_needed
 from pipeline.validate import partition_events
 from schemas.event import TurnEvent
 from schemas.records import SyncJob
-from workers import runtime
-from workers.app import app
-from workers.deadletter import DeadLetter
-from workers.embedding import kick_quietly
-from workers.folding import request_folds_quietly
-from workers.isolation import bisect
-from workers.retrying import briefly
-from workers.taskbase import MemsyncTask
+from workers.state.deadletter import DeadLetter
+from workers.worker import runtime
+from workers.worker.app import app
+from workers.worker.embedding import kick_quietly
+from workers.worker.folding import request_folds_quietly
+from workers.worker.isolation import bisect
+from workers.worker.retrying import briefly
+from workers.worker.taskbase import MemsyncTask
 
 log = logging.getLogger("memsync.tasks")
 
@@ -135,7 +135,7 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
 def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     """Write a batch of turns for all their agents, one transaction per batch.
 
-    A batch that fails permanently is bisected (workers/isolation.py): every job that can be
+    A batch that fails permanently is bisected (workers/worker/isolation.py): every job that can be
     written is, and only the culprits go to the dead-letter store.
     """
     if not isinstance(jobs, list):
@@ -182,8 +182,8 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     briefly(ledger.count, dict(counts))
     briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
     if written:
-        kick_quietly()  # new episodes and memories wait for vectors (workers/embedding.py)
-        # Their channels' summaries may be due a fold (workers/folding.py); never waited on.
+        kick_quietly()  # new episodes and memories wait for vectors (workers/worker/embedding.py)
+        # Their channels' summaries may be due a fold (workers/worker/folding.py); never waited on.
         request_folds_quietly((job.tenant, job.agent.key, job.channel.key) for _, job in written)
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}

@@ -15,8 +15,8 @@ from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
 
 from pipeline.errors import MemsyncError, PermanentError
-from workers import runtime
-from workers.deadletter import DeadLetter, letters_for
+from workers.state.deadletter import DeadLetter, letters_for
+from workers.worker import runtime
 
 log = logging.getLogger("memsync.tasks")
 

@@ -24,10 +24,10 @@ from memsync.inflight import SENT_AT_HEADER
 from memsync.message import publish_ingest
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import PoisonPayload
-from workers import forkgate
-from workers.deadletter import DeadLetterStore, unreadable_letters
-from workers.inflight import InFlight
-from workers.ledger import Ledger, TurnStatus
+from workers.state.deadletter import DeadLetterStore, unreadable_letters
+from workers.state.inflight import InFlight
+from workers.state.ledger import Ledger, TurnStatus
+from workers.worker import forkgate
 
 log = logging.getLogger("memsync.reconcile")
 
@@ -56,7 +56,7 @@ def sweep(
 ) -> SweepReport:
     """Settle what the ledger shows finished; send the rest again as ingest tasks.
 
-    `deadletters` defaults to the configured store (workers/runtime.py).
+    `deadletters` defaults to the configured store (workers/worker/runtime.py).
     """
     report = SweepReport()
     due = inflight.due_raw(older_than)
@@ -177,7 +177,7 @@ def _read(raw: bytes) -> tuple[dict[str, Any], str | None]:
 
 def _dead_letter(ref: str, raw: bytes, problem: str, store: DeadLetterStore | None) -> None:
     if store is None:
-        from workers import runtime
+        from workers.worker import runtime
 
         store = runtime.deadletters()
     error = PoisonPayload(f"in-flight entry {ref!r}: {problem}")
@@ -215,7 +215,7 @@ class ReconcileStep(bootsteps.StartStopStep):
 
     @staticmethod
     def _interval() -> float:
-        from workers import runtime
+        from workers.worker import runtime
 
         try:
             return float(runtime.settings().reconcile_interval)
@@ -224,7 +224,7 @@ class ReconcileStep(bootsteps.StartStopStep):
             return 60.0
 
     def _tick(self, hostname: str) -> None:
-        from workers import runtime
+        from workers.worker import runtime
 
         settings = runtime.settings()
         client = runtime.redis_client()
@@ -251,7 +251,7 @@ class ReconcileStep(bootsteps.StartStopStep):
 def send_ingest(payload: list[dict[str, Any]]) -> None:
     """Send turns again as one ingest task: the producer's own message (memsync/message.py),
     through the worker's producer pool, with Celery's publish retry policy."""
-    from workers.app import app
+    from workers.worker.app import app
 
     with app.producer_or_acquire() as producer:
         publish_ingest(

@@ -18,7 +18,7 @@ import redis
 from memsync.settings import FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE
 from pipeline.errors import ConfigurationError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NEO4J_DIR = PROJECT_ROOT / "deploy" / "neo4j"
 NEO4J_READY = "memsync-neo4j ready"
 JAVA_OPENS = (
@@ -248,7 +248,7 @@ def start_worker(
     """Start a real `celery worker` process on these queues (by default ingest, sync and fold) and
     wait until it is ready."""
     args = [
-        sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+        sys.executable, "-m", "celery", "-A", "workers.worker.app", "worker",
         "-Q", ",".join(queues), "-c", str(concurrency), "-n", f"{name}@%h",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle",
     ]  # fmt: skip

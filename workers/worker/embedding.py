@@ -37,7 +37,7 @@ from pipeline.graph.embeddings import (
     require_vector_indexes,
 )
 from pipeline.graph.store import GraphStore
-from workers import forkgate, runtime
+from workers.worker import forkgate, runtime
 
 log = logging.getLogger("memsync.embed")
 
@@ -92,7 +92,7 @@ def kick_quietly() -> None:
 
 
 def send_embed() -> None:
-    from workers.app import app  # the app imports this module for its bootstep
+    from workers.worker.app import app  # the app imports this module for its bootstep
 
     app.send_task("memsync.embed", queue=EMBED_QUEUE)
 

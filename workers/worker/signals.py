@@ -15,9 +15,9 @@ from celery.signals import (
 
 from pipeline.errors import ConfigurationError
 from pipeline.graph.schema import require_schema
-from workers import runtime
-from workers.celeryconfig import delivery_problems
-from workers.taskbase import DEAD_LETTERED, MemsyncTask
+from workers.worker import runtime
+from workers.worker.config import delivery_problems
+from workers.worker.taskbase import DEAD_LETTERED, MemsyncTask
 
 log = logging.getLogger("memsync.worker")
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import redis
 
 from memsync import keys
-from workers.redisfaults import redis_errors
+from workers.state.redisfaults import redis_errors
 
 # A channel nobody spoke in for this long (or the window, if longer) is forgotten: every agent
 # in it is idle by then anyway.

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.summarize import EpisodeText, episode_tokens, fit_lines
-from workers.llm import LLMError, RateLimit, post_chat, with_retries
+from workers.worker.llm import LLMError, RateLimit, post_chat, with_retries
 
 INSTRUCTIONS = (
     "You keep a rolling summary of one conversation channel for an AI agent. You get the "

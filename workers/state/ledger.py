@@ -15,8 +15,8 @@ from memsync.inflight import untrack_in
 from pipeline.errors import BrokerUnavailable
 from pipeline.ingest import TurnAccount
 from schemas.records import SyncJob
-from workers.inflight import InFlight
-from workers.redisfaults import redis_errors
+from workers.state.inflight import InFlight
+from workers.state.redisfaults import redis_errors
 
 log = logging.getLogger("memsync.ledger")
 
@@ -203,7 +203,7 @@ class Ledger:
 
     @redis_errors
     def settle(self, turns: Iterable[tuple[str, str]]) -> None:
-        """Forget the in-flight copies of turns that are finished (see workers/inflight.py)."""
+        """Forget the in-flight copies of finished turns (see workers/state/inflight.py)."""
         wanted = list(dict.fromkeys(turns))
         if wanted:
             done = [

@@ -13,9 +13,10 @@ The same thread watches the consumer: one that receives nothing while its queues
 and it has room for more is deaf (a broker restart can leave it so without any error), and is
 made to reconnect through Celery's own connection-loss path.
 
-The transport pops with an atomic move into per-holder staging lists (workers/transport.py), so
-a message is always in its queue, a holder's staging list or `unacked`; the sweep gives a dead
-holder's staging lists back to their queues too. Keys: memsync/keys.py (`worker_*`, `HOLDERS`).
+The transport pops with an atomic move into per-holder staging lists
+(workers/worker/transport.py), so a message is always in its queue, a holder's staging list or
+`unacked`; the sweep gives a dead holder's staging lists back to their queues too.
+Keys: memsync/keys.py (`worker_*`, `HOLDERS`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from celery import bootsteps
 from memsync import keys
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, ConfigurationError, RetryableError
-from workers import forkgate
+from workers.worker import forkgate
 
 log = logging.getLogger("memsync.heartbeat")
 
@@ -177,8 +178,8 @@ def beat(client: Any, holder: Holder) -> None:
 def sweep(client: Any, channel: Any, *, batch: int = SWEEP_BATCH) -> SweepReport:
     """Give back to their queues the messages every dead holder held; drop dead holders.
 
-    `channel` is a workers.transport Channel on the same broker: it knows kombu's unacked keys
-    and how kombu restores a message (see Channel.restore_plan).
+    `channel` is a workers.worker.transport Channel on the same broker: it knows kombu's unacked
+    keys and how kombu restores a message (see Channel.restore_plan).
     """
     report = SweepReport()
     with broker_errors():
@@ -496,7 +497,7 @@ class HeartbeatStep(bootsteps.StartStopStep):
         self.thread: threading.Thread | None = None
 
     def start(self, worker: Any) -> None:
-        from workers import runtime
+        from workers.worker import runtime
 
         settings = runtime.settings()
         problems = heartbeat_problems(settings)
@@ -528,6 +529,6 @@ class HeartbeatStep(bootsteps.StartStopStep):
 
 def _broker_channel() -> Any:
     """A channel of this thread's own broker connection (never the consumer's)."""
-    from workers.app import app
+    from workers.worker.app import app
 
     return app.connection_for_write().channel()

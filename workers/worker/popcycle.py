@@ -1,8 +1,8 @@
 """The reliable pop's pure parts: the scan script, which command comes next, reply parsing.
 
 A worker never pops a message destructively: it moves it atomically into its own staging list
-(workers/transport.py sends the commands), so a message is always in its queue, a staging list or
-`unacked`, whenever a worker or the broker dies.
+(workers/worker/transport.py sends the commands), so a message is always in its queue, a
+staging list or `unacked`, whenever a worker or the broker dies.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from celery import Celery
 
 from memsync.inflight import sent_now
-from workers.deadletter import DeadLetter, DeadLetterStore
+from workers.state.deadletter import DeadLetter, DeadLetterStore
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

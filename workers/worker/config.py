@@ -79,7 +79,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker_concurrency,
     }
     if settings.broker_url.startswith(("redis://", "rediss://")):
-        config["broker_transport"] = "workers.transport:Transport"
+        config["broker_transport"] = "workers.worker.transport:Transport"
     return config
 
 

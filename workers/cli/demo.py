@@ -17,8 +17,9 @@ from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, r
 from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
-from workers import runtime, services
-from workers.display import describe_memory
+from workers.cli.display import describe_memory
+from workers.local import services
+from workers.worker import runtime
 
 REASONS = {
     "tool_message": "tool output never becomes memory",
@@ -44,7 +45,7 @@ DEMO_TRUST = (
 
 
 def demo_events() -> list[TurnEvent]:
-    text = files("workers").joinpath("demo_conversation.jsonl").read_text()
+    text = files("workers.cli").joinpath("demo_conversation.jsonl").read_text()
     return [validate_event(line) for line in text.splitlines() if line.strip()]
 
 

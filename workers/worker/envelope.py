@@ -18,9 +18,10 @@ from kombu.transport import redis as kombu_redis
 
 from memsync.settings import EMBED_QUEUE, FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
 
-# The tasks workers/tasks.py, workers/embedding.py and workers/folding.py register, and the
-# queues whose items must be their messages (and which the reliable pop serves). Other queues a
-# client of this transport pops (e.g. `celery inspect` reply queues) only need to be envelopes.
+# The tasks workers/worker/tasks.py, workers/worker/embedding.py and workers/worker/folding.py
+# register, and the queues whose items must be their messages (and which the reliable pop
+# serves). Other queues a client of this transport pops (e.g. `celery inspect` reply queues)
+# only need to be envelopes.
 TASK_NAMES = frozenset({"memsync.ingest", "memsync.sync", "memsync.embed", "memsync.fold"})
 TASK_QUEUES = frozenset({INGEST_QUEUE, SYNC_QUEUE, EMBED_QUEUE, FOLD_QUEUE})
 ACCEPTED_CONTENT_TYPE = "application/json"

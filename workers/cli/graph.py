@@ -20,9 +20,9 @@ from pipeline.graph.search import recall as search_memory
 from pipeline.graph.writer import verify_fact
 from schemas.event import Identifier, Tenant
 from schemas.recall import RecallItem, RecallQuery
-from workers import runtime
-from workers.cli_errors import EXIT_FAILED, EXIT_USAGE
-from workers.display import describe_memory
+from workers.cli.display import describe_memory
+from workers.cli.errors import EXIT_FAILED, EXIT_USAGE
+from workers.worker import runtime
 
 _TENANT: TypeAdapter[str] = TypeAdapter(Tenant)
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)

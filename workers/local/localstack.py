@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.settings import Settings
-from workers import services
+from workers.local import services
 
 
 @dataclass(frozen=True)

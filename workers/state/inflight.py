@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from memsync import inflight as platform_inflight
 from memsync import keys
-from workers.redisfaults import redis_errors
+from workers.state.redisfaults import redis_errors
 
 # Kept for callers that imported the hash's name from here before the key layouts had a module.
 PAYLOADS_KEY = keys.INFLIGHT_PAYLOADS

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from memsync import keys
 from pipeline.errors import DeadLetterUnavailable
 from schemas.keys import compose_key
-from workers.redisfaults import redis_errors
+from workers.state.redisfaults import redis_errors
 
 log = logging.getLogger("memsync.deadletter")
 

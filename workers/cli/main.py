@@ -3,7 +3,7 @@ serve.
 
 Every failure ends as one line on stderr (`memsync: ...`, never a traceback nor a password) and
 a non-zero exit: 1 the operation failed or is incomplete, 2 bad usage, input or settings,
-3 a service (Redis, Neo4j) is unreachable, 130 interrupted. See workers/cli_errors.py.
+3 a service (Redis, Neo4j) is unreachable, 130 interrupted. See workers/cli/errors.py.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from memsync.spool import Spool
 from pipeline.errors import InvalidEvent
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
-from workers import localstack, runtime
-from workers.cli_errors import (
+from workers.cli.errors import (
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_UNREACHABLE,
@@ -42,12 +41,14 @@ from workers.cli_errors import (
     describe,
     redact_url,
 )
-from workers.cli_graph import add_graph_commands
-from workers.inflight import InFlight
-from workers.ledger import TurnStatus
-from workers.progress import ProgressBar
-from workers.reconcile import send_ingest, sweep
-from workers.replay import parse_duration, replay
+from workers.cli.graph import add_graph_commands
+from workers.cli.progress import ProgressBar
+from workers.cli.replay import parse_duration, replay
+from workers.local import localstack
+from workers.state.inflight import InFlight
+from workers.state.ledger import TurnStatus
+from workers.worker import runtime
+from workers.worker.reconcile import send_ingest, sweep
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -185,7 +186,7 @@ _QUEUE_NAMES = {
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.app import app
+    from workers.worker.app import app
 
     # Celery's default node name (celery@host) would be shared by two workers on one host,
     # which breaks `celery inspect` and remote control; the pid keeps ours apart.
@@ -431,7 +432,7 @@ def _dlq_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dlq_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.app import app
+    from workers.worker.app import app
 
     if not args.ids and not args.all:
         print("memsync: name entry ids or --all", file=sys.stderr)
@@ -510,7 +511,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.demo import run_demo
+    from workers.cli.demo import run_demo
 
     return run_demo(settings)
 

@@ -41,9 +41,9 @@ from pipeline.graph.summaries import (
     write_summary,
 )
 from pipeline.summarize import ExtractiveSummarizer, Summarizer, fold_chunk, read_cap
-from workers import runtime
-from workers.llm import LLMExtractor, RateLimit
-from workers.llm_summary import LLMSummarizer
+from workers.worker import runtime
+from workers.worker.llm import LLMExtractor, RateLimit
+from workers.worker.llm_summary import LLMSummarizer
 
 log = logging.getLogger("memsync.fold")
 
@@ -211,7 +211,7 @@ def fold_locked(
 
 
 def send_fold(tenant: str, agent_key: str, channel_key: str, countdown: float = 0) -> None:
-    from workers.app import app  # the app imports this module through its task list
+    from workers.worker.app import app  # the app imports this module through its task list
 
     app.send_task(
         "memsync.fold", args=(tenant, agent_key, channel_key), queue=FOLD_QUEUE, countdown=countdown

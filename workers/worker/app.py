@@ -1,4 +1,4 @@
-"""The Celery application: `celery -A workers.app worker` and `memsync worker` both start it.
+"""The Celery application: `celery -A workers.worker.app worker` and `memsync worker` both start it.
 
 Configuration is applied lazily, when Celery first needs it, from the settings the entry point
 installed (or from the environment then), so importing this module reads nothing.
@@ -10,11 +10,11 @@ from typing import Any
 
 from celery import Celery
 
-from workers import runtime
-from workers.celeryconfig import celery_config
-from workers.embedding import EmbedStep
-from workers.heartbeat import HeartbeatStep
-from workers.reconcile import ReconcileStep
+from workers.worker import runtime
+from workers.worker.config import celery_config
+from workers.worker.embedding import EmbedStep
+from workers.worker.heartbeat import HeartbeatStep
+from workers.worker.reconcile import ReconcileStep
 
 
 def _config() -> dict[str, Any]:
@@ -22,7 +22,13 @@ def _config() -> dict[str, Any]:
 
 
 app = Celery(
-    "memsync", include=["workers.tasks", "workers.embedding", "workers.folding", "workers.signals"]
+    "memsync",
+    include=[
+        "workers.worker.tasks",
+        "workers.worker.embedding",
+        "workers.worker.folding",
+        "workers.worker.signals",
+    ],
 )
 app.add_defaults(_config)
 app.steps["worker"].add(ReconcileStep)

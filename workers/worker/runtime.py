@@ -21,11 +21,11 @@ from pipeline.lens import BUILTIN_LENSES, Lens, parse_lenses
 from pipeline.trust import DirectoryTrustPolicy, TrustPolicy, trusters
 from schemas.event import TurnEvent
 from schemas.records import KnownParticipant, LabelKey, TrustEntry
-from workers.activity import ActivityLog
-from workers.cache import TTLCache
-from workers.deadletter import DeadLetterStore
-from workers.ledger import Ledger
-from workers.llm import LLMExtractor, RateLimit
+from workers.state.activity import ActivityLog
+from workers.state.deadletter import DeadLetterStore
+from workers.state.ledger import Ledger
+from workers.worker.cache import TTLCache
+from workers.worker.llm import LLMExtractor, RateLimit
 
 _lock = threading.Lock()
 _settings: Settings | None = None

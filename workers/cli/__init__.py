@@ -1,0 +1,1 @@
+"""The operator CLI (`memsync ...`): commands, their errors and display, replay, the demo."""
