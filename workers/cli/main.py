@@ -48,7 +48,7 @@ from workers.local import localstack
 from workers.state.inflight import InFlight
 from workers.state.ledger import TurnStatus
 from workers.worker import runtime
-from workers.worker.reconcile import send_ingest, sweep
+from workers.worker.reconcile import ingest_sender, sweep
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -495,11 +495,13 @@ def _spool(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.worker.app import app
 
     older = parse_duration(args.older_than) if args.older_than else settings.reconcile_after
     client = runtime.redis_client()
-
-    report = sweep(InFlight(client), runtime.ledger(), send_ingest, older)
+    report = sweep(
+        InFlight(client), runtime.ledger(), ingest_sender(app), older, runtime.deadletters()
+    )
     print(f"re-sent {len(report.resent)} unsettled turn(s); {len(report.settled)} already settled")
     print(f"left {len(report.waiting)} turn(s) that may still wait in a queue behind a backlog")
     print(

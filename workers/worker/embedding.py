@@ -15,6 +15,7 @@ path, on their own queue (MEMSYNC_EMBEDDER=none turns all of it off).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from celery import Task, bootsteps, shared_task
+from celery import Celery, Task, bootsteps, shared_task
 from redis.exceptions import LockError
 
 from memsync import keys
@@ -62,7 +63,7 @@ def process_embedder(settings: Settings) -> Embedder | None:
         return _embedder
 
 
-def kick(client: redis.Redis, settings: Settings, send: Callable[[], None] | None = None) -> bool:
+def kick(client: redis.Redis, settings: Settings, send: Callable[[], None]) -> bool:
     """Send an embed task unless embeddings are off, no worker consumes the embed queue, or one
     was sent in the last KICK_SECONDS; True if sent."""
     if settings.embedder == "none":
@@ -71,29 +72,28 @@ def kick(client: redis.Redis, settings: Settings, send: Callable[[], None] | Non
         return False
     if not client.set(keys.EMBED_KICK, b"1", nx=True, ex=KICK_SECONDS):
         return False
-    (send or send_embed)()
+    send()
     return True
 
 
 _last_kick = -float("inf")
 
 
-def kick_quietly() -> None:
-    """A kick from a sync task: never fails the sync (a lost kick waits for the next sweep)."""
+def kick_quietly(app: Celery) -> None:
+    """A kick from a sync task, through its app: never fails the sync (a lost kick waits for
+    the next sweep)."""
     global _last_kick
     now = time.monotonic()
     if now - _last_kick < KICK_SECONDS:
         return  # this process kicked just now: spare Redis the round trips
     _last_kick = now
     try:
-        kick(runtime.redis_client(), runtime.settings())
+        kick(runtime.redis_client(), runtime.settings(), functools.partial(send_embed, app))
     except Exception as exc:  # redis and kombu raise many types; the sweep covers a lost kick
         log.warning("embed kick not sent: %s: %s", type(exc).__name__, exc)
 
 
-def send_embed() -> None:
-    from workers.worker.app import app  # the app imports this module for its bootstep
-
+def send_embed(app: Celery) -> None:
     app.send_task("memsync.embed", queue=EMBED_QUEUE)
 
 
@@ -154,7 +154,7 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
             lease.release()
     # Checked after letting go, so a kick dropped while this run held the lease is not lost.
     if more or any(backlog(runtime.graph()).values()):
-        send_embed()
+        send_embed(self.app)
     if read:
         with contextlib.suppress(Exception):  # counters are for operators only
             runtime.ledger().count({"embed.read": read, "embed.stored": stored})
@@ -175,6 +175,7 @@ class EmbedStep(bootsteps.StartStopStep):
         super().__init__(worker, **kwargs)
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
+        self.send: Callable[[], None] = lambda: None
 
     def start(self, worker: Any) -> None:
         settings = runtime.settings()
@@ -185,6 +186,7 @@ class EmbedStep(bootsteps.StartStopStep):
             require_vector_indexes(runtime.graph(), embedder.dimensions)
         finally:
             runtime.close()  # pool children open their own driver
+        self.send = functools.partial(send_embed, worker.app)
         self.thread = threading.Thread(
             target=self._loop, args=(worker.hostname,), name="memsync-embed-sweep", daemon=True
         )
@@ -199,7 +201,7 @@ class EmbedStep(bootsteps.StartStopStep):
                 with forkgate.working():
                     client = runtime.redis_client()
                     client.set(keys.EMBED_WORKERS, hostname, ex=WORKERS_TTL)
-                    kick(client, runtime.settings())
+                    kick(client, runtime.settings(), self.send)
             except Exception:  # the next tick tries again; this thread must never end early
                 log.exception("embed sweep failed")
             if self.stopping.wait(SWEEP_SECONDS):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
-from celery import Task, shared_task
+from celery import Celery, Task, shared_task
 from pydantic import BaseModel
 from redis.exceptions import LockError
 
@@ -210,9 +210,9 @@ def fold_locked(
             lock.release()
 
 
-def send_fold(tenant: str, agent_key: str, channel_key: str, countdown: float = 0) -> None:
-    from workers.worker.app import app  # the app imports this module through its task list
-
+def send_fold(
+    app: Celery, tenant: str, agent_key: str, channel_key: str, countdown: float = 0
+) -> None:
     app.send_task(
         "memsync.fold", args=(tenant, agent_key, channel_key), queue=FOLD_QUEUE, countdown=countdown
     )
@@ -221,7 +221,7 @@ def send_fold(tenant: str, agent_key: str, channel_key: str, countdown: float = 
 def request_folds(
     client: redis.Redis,
     pairs: Iterable[Pair],
-    send: Callable[[str, str, str], None] | None = None,
+    send: Callable[[str, str, str], None],
 ) -> int:
     """Send a fold check for each pair that had none in the last CHECK_SECONDS, delayed by that
     long; how many were sent. One Redis round trip for all the pairs."""
@@ -234,19 +234,20 @@ def request_folds(
     sent = 0
     for pair, fresh in zip(unique, pipe.execute(), strict=True):
         if fresh:
-            (send or _send_delayed)(*pair)
+            send(*pair)
             sent += 1
     return sent
 
 
-def _send_delayed(tenant: str, agent_key: str, channel_key: str) -> None:
-    send_fold(tenant, agent_key, channel_key, countdown=CHECK_SECONDS)
+def request_folds_quietly(app: Celery, pairs: Iterable[Pair]) -> None:
+    """Fold checks from a sync task, through its app, each delayed by CHECK_SECONDS: never fail
+    the sync (the next turn sends another)."""
 
+    def send_delayed(tenant: str, agent_key: str, channel_key: str) -> None:
+        send_fold(app, tenant, agent_key, channel_key, countdown=CHECK_SECONDS)
 
-def request_folds_quietly(pairs: Iterable[Pair]) -> None:
-    """Fold checks from a sync task: never fail the sync (the next turn sends another)."""
     try:
-        request_folds(runtime.redis_client(), pairs)
+        request_folds(runtime.redis_client(), pairs, send_delayed)
     except Exception as exc:  # redis and kombu raise many types; a lost check is only a delay
         log.warning("fold check not sent: %s: %s", type(exc).__name__, exc)
 
@@ -278,7 +279,7 @@ def fold(self: Task, tenant: Any, agent_key: Any, channel_key: Any) -> dict[str,
         log.error("fold of %s in %s failed: %s", agent_key, channel_key, exc)
         return {"folds": 0}
     if outcome.more:
-        send_fold(tenant, agent_key, channel_key)
+        send_fold(self.app, tenant, agent_key, channel_key)
     if outcome.versions:
         with contextlib.suppress(Exception):  # counters are for operators only
             runtime.ledger().count(

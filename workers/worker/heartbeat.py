@@ -22,6 +22,7 @@ Keys: memsync/keys.py (`worker_*`, `HOLDERS`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -504,7 +505,9 @@ class HeartbeatStep(bootsteps.StartStopStep):
         if problems:
             raise ConfigurationError("; ".join(problems))
         holder = activate(worker.hostname, settings.heartbeat_ttl)
-        self.keeper = Keeper(worker, holder, settings, _broker_channel)
+        self.keeper = Keeper(
+            worker, holder, settings, functools.partial(_broker_channel, worker.app)
+        )
         self.thread = threading.Thread(
             target=self._loop, args=(self.keeper,), name="memsync-heartbeat", daemon=True
         )
@@ -527,8 +530,6 @@ class HeartbeatStep(bootsteps.StartStopStep):
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
-def _broker_channel() -> Any:
+def _broker_channel(app: Any) -> Any:
     """A channel of this thread's own broker connection (never the consumer's)."""
-    from workers.worker.app import app
-
     return app.connection_for_write().channel()

@@ -3,7 +3,9 @@
 It runs inside every worker on a timer (one sweep at a time across workers, by a Redis lock),
 and on demand as `memsync reconcile`. Re-sending is safe: every write is idempotent. Entries
 are handled one by one: one it cannot handle is skipped and counted, never stops the sweep, and
-one that can never be sent (not a turn at all) moves to the dead-letter store.
+one that can never be sent (not a turn at all) moves to the dead-letter store. It sends through
+the Celery app its caller hands it (the worker's own, or the CLI's): the app imports this
+module for its bootstep, never the reverse.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
-from celery import bootsteps
+from celery import Celery, bootsteps
 
 from memsync import keys
 from memsync.inflight import SENT_AT_HEADER
@@ -27,7 +29,7 @@ from pipeline.errors import PoisonPayload
 from workers.state.deadletter import DeadLetterStore, unreadable_letters
 from workers.state.inflight import InFlight
 from workers.state.ledger import Ledger, TurnStatus
-from workers.worker import forkgate
+from workers.worker import forkgate, runtime
 
 log = logging.getLogger("memsync.reconcile")
 
@@ -52,12 +54,10 @@ def sweep(
     ledger: Ledger,
     send: Callable[[list[dict[str, Any]]], None],
     older_than: float,
-    deadletters: DeadLetterStore | None = None,
+    deadletters: DeadLetterStore,
 ) -> SweepReport:
-    """Settle what the ledger shows finished; send the rest again as ingest tasks.
-
-    `deadletters` defaults to the configured store (workers/worker/runtime.py).
-    """
+    """Settle what the ledger shows finished; send the rest again as ingest tasks; move what
+    is not a turn to `deadletters`."""
     report = SweepReport()
     due = inflight.due_raw(older_than)
     backlog = queue_heads(inflight.client) if due else {}
@@ -103,7 +103,7 @@ def _handle(
     inflight: InFlight,
     ledger: Ledger,
     send: Callable[[list[dict[str, Any]]], None],
-    deadletters: DeadLetterStore | None,
+    deadletters: DeadLetterStore,
     report: SweepReport,
 ) -> None:
     """Settle, re-send or dead-letter one due entry; raises whatever stops it (the caller
@@ -175,11 +175,7 @@ def _read(raw: bytes) -> tuple[dict[str, Any], str | None]:
     return payload, None
 
 
-def _dead_letter(ref: str, raw: bytes, problem: str, store: DeadLetterStore | None) -> None:
-    if store is None:
-        from workers.worker import runtime
-
-        store = runtime.deadletters()
+def _dead_letter(ref: str, raw: bytes, problem: str, store: DeadLetterStore) -> None:
     error = PoisonPayload(f"in-flight entry {ref!r}: {problem}")
     store.put(unreadable_letters(INGEST_QUEUE, STAGE, raw, error))
 
@@ -195,8 +191,10 @@ class ReconcileStep(bootsteps.StartStopStep):
         super().__init__(worker, **kwargs)
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
+        self.send: Callable[[list[dict[str, Any]]], None] | None = None
 
     def start(self, worker: Any) -> None:
+        self.send = ingest_sender(worker.app)
         self.thread = threading.Thread(
             target=self._loop, args=(worker.hostname,), name="memsync-reconcile", daemon=True
         )
@@ -215,8 +213,6 @@ class ReconcileStep(bootsteps.StartStopStep):
 
     @staticmethod
     def _interval() -> float:
-        from workers.worker import runtime
-
         try:
             return float(runtime.settings().reconcile_interval)
         except Exception:  # settings were checked at start; a later failure must not stop us
@@ -224,8 +220,8 @@ class ReconcileStep(bootsteps.StartStopStep):
             return 60.0
 
     def _tick(self, hostname: str) -> None:
-        from workers.worker import runtime
-
+        if self.send is None:
+            return  # not started: nothing to send through
         settings = runtime.settings()
         client = runtime.redis_client()
         if not client.set(keys.RECONCILE_LOCK, hostname, nx=True, ex=settings.reconcile_interval):
@@ -233,7 +229,7 @@ class ReconcileStep(bootsteps.StartStopStep):
         report = sweep(
             InFlight(client),
             runtime.ledger(),
-            send_ingest,
+            self.send,
             settings.reconcile_after,
             runtime.deadletters(),
         )
@@ -248,15 +244,17 @@ class ReconcileStep(bootsteps.StartStopStep):
             )
 
 
-def send_ingest(payload: list[dict[str, Any]]) -> None:
-    """Send turns again as one ingest task: the producer's own message (memsync/message.py),
-    through the worker's producer pool, with Celery's publish retry policy."""
-    from workers.worker.app import app
+def ingest_sender(app: Celery) -> Callable[[list[dict[str, Any]]], None]:
+    """What `sweep` sends with: turns again as one ingest task, the producer's own message
+    (memsync/message.py), through `app`'s producer pool, with Celery's publish retry policy."""
 
-    with app.producer_or_acquire() as producer:
-        publish_ingest(
-            producer,
-            payload,
-            retry=bool(app.conf.task_publish_retry),
-            retry_policy=app.conf.task_publish_retry_policy,
-        )
+    def send(payload: list[dict[str, Any]]) -> None:
+        with app.producer_or_acquire() as producer:
+            publish_ingest(
+                producer,
+                payload,
+                retry=bool(app.conf.task_publish_retry),
+                retry_policy=app.conf.task_publish_retry_policy,
+            )
+
+    return send

@@ -182,9 +182,12 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     briefly(ledger.count, dict(counts))
     briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
     if written:
-        kick_quietly()  # new episodes and memories wait for vectors (workers/worker/embedding.py)
+        # New episodes and memories wait for vectors (workers/worker/embedding.py).
+        kick_quietly(self.app)
         # Their channels' summaries may be due a fold (workers/worker/folding.py); never waited on.
-        request_folds_quietly((job.tenant, job.agent.key, job.channel.key) for _, job in written)
+        request_folds_quietly(
+            self.app, [(job.tenant, job.agent.key, job.channel.key) for _, job in written]
+        )
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
 
