@@ -1,21 +1,20 @@
 """Stage 5a: read memory items (preferences, facts, agreements, obligations) out of a turn.
 
-Pure functions: the rules in pipeline.rules find candidates in each message's text, and this stage
-resolves "I", "you", names and @handles to the turn's participants and dates to UTC times.
+Pure functions: the English rules in pipeline/english/ find candidates in each message's text
+(and read its topic and due dates), and this stage resolves "I", "you", names and @handles to the
+turn's participants.
 """
 
 from __future__ import annotations
 
 import re
-from calendar import monthrange
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
-import dateparser
-
-from pipeline.patterns import Candidate
-from pipeline.rules import candidates
-from schemas.event import as_utc
+from pipeline.english.due import due_in_window, resolve_due
+from pipeline.english.patterns import Candidate
+from pipeline.english.rules import candidates
+from pipeline.english.topics import topic_of
 from schemas.memory import MemoryItem, MemoryKind, Source
 from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
 
@@ -27,46 +26,6 @@ BASE_CONFIDENCE = {
     "closure": 0.7,
 }
 HEDGE_FACTOR = 0.6
-
-_TOPICS: list[tuple[str, re.Pattern[str]]] = [
-    ("health", re.compile(r"allerg|doctor|medic|health|asthma|diabet", re.I)),
-    ("seat", re.compile(r"window|aisle|seat|legroom|exit row|middle", re.I)),
-    (
-        "food",
-        re.compile(
-            r"vegan|vegetarian|meal|food|eat|coffee|tea\b|spicy|restaurant|lunch|"
-            r"dinner|breakfast|gluten|dairy|nut|pork|beef|fish|sushi|pizza|wine",
-            re.I,
-        ),
-    ),
-    ("hotel", re.compile(r"hotel|room|suite|bed\b|airbnb|check-?in|hostel", re.I)),
-    ("terms", re.compile(r"net-?\d+|terms|contract|invoice|payment|deposit|refund|sla", re.I)),
-    ("price", re.compile(r"price|cost|budget|\$|usd|eur|€|£|discount|rate|cheap|fee", re.I)),
-    (
-        "schedule",
-        re.compile(
-            r"morning|evening|afternoon|meeting|schedule|\d\s?[ap]m|monday|"
-            r"tuesday|wednesday|thursday|friday|weekend|calendar|red-?eye",
-            re.I,
-        ),
-    ),
-    (
-        "travel",
-        re.compile(
-            r"flight|airline|airport|train|travel|trip|luggage|bag|passport|visa|"
-            r"entry rules|business class|economy|reservation|booking",
-            re.I,
-        ),
-    ),
-    (
-        "work",
-        re.compile(
-            r"deploy|server|us-(?:east|west)|aws|gcp|forecast|report|manager|office|"
-            r"engineer|api|repo|kubernetes|postgres|release|deck|slides",
-            re.I,
-        ),
-    ),
-]
 
 
 def provenance(speaker: Speaker, *, about_self: bool) -> Source:
@@ -228,70 +187,6 @@ def _addressee(text: str, participants: list[Speaker], speaker: Speaker) -> Spea
         if m and (best is None or m.start() < best[0]):
             best = (m.start(), p)
     return best[1] if best else None
-
-
-def topic_of(text: str) -> str | None:
-    return next((name for name, pattern in _TOPICS if pattern.search(text)), None)
-
-
-# Due dates outside this window are misreadings ("by December 9999"): the commitment stays,
-# undated, and no later date arithmetic or graph write can overflow on it.
-DUE_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-DUE_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
-
-
-def resolve_due(phrase: str, stated_at: datetime) -> datetime | None:
-    """A date phrase ("by Friday", "EOD", "the 15th") as a UTC time after the message time,
-    or None when it names no date inside [DUE_EARLIEST, DUE_LATEST)."""
-    try:
-        return due_in_window(_parse_due(phrase, stated_at))
-    except (OverflowError, ValueError):
-        # Date arithmetic near the calendar's ends (dateparser's included) overflows.
-        return None
-
-
-def due_in_window(due: datetime | None) -> datetime | None:
-    """The due time in UTC if it lies in [DUE_EARLIEST, DUE_LATEST), else None."""
-    if due is None:
-        return None
-    try:
-        utc = as_utc(due)
-    except OverflowError:
-        return None
-    return utc if DUE_EARLIEST <= utc < DUE_LATEST else None
-
-
-def _parse_due(phrase: str, stated_at: datetime) -> datetime | None:
-    base = as_utc(stated_at)
-    phrase = phrase.lower().strip()
-    if phrase in ("eod", "cob", "end of day", "end of the day", "today", "later today"):
-        return base.replace(hour=max(base.hour, 17), minute=0, second=0, microsecond=0)
-    if phrase in ("eow", "end of week", "end of the week"):
-        days = (4 - base.weekday()) % 7
-        return (base + timedelta(days=days)).replace(hour=17, minute=0, second=0, microsecond=0)
-    if phrase in ("end of month", "end of the month"):
-        last = monthrange(base.year, base.month)[1]
-        return base.replace(day=last, hour=17, minute=0, second=0, microsecond=0)
-    day_of_month = re.fullmatch(r"the (\d{1,2})(?:st|nd|rd|th)", phrase)
-    if day_of_month:
-        day = int(day_of_month.group(1))
-        year, month = (base.year, base.month) if day >= base.day else _next_month(base)
-        if day > monthrange(year, month)[1]:
-            return None
-        return base.replace(year=year, month=month, day=day, hour=17, minute=0, second=0)
-    settings = {
-        "PREFER_DATES_FROM": "future",
-        "RELATIVE_BASE": base.replace(tzinfo=None),
-        "TIMEZONE": "UTC",
-        "TO_TIMEZONE": "UTC",
-        "RETURN_AS_TIMEZONE_AWARE": True,
-    }
-    parsed = dateparser.parse(phrase, languages=["en"], settings=settings)
-    return as_utc(parsed) if isinstance(parsed, datetime) else None
-
-
-def _next_month(base: datetime) -> tuple[int, int]:
-    return (base.year + 1, 1) if base.month == 12 else (base.year, base.month + 1)
 
 
 def _text(

@@ -22,6 +22,8 @@ from typing import Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.english.cues import COMMITMENT, DECISION, NUMBER, QUANTITY
+
 LineKind = Literal["commitment", "decision", "identifier", "question", "number"]
 
 PRIORITY: Final[dict[LineKind, int]] = {
@@ -114,39 +116,12 @@ def read_cap(fold_tokens: int) -> int:
 
 # -- classification ----------------------------------------------------------------------------
 
-_DAYS = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = (
-    r"january|february|march|april|may|june|july|august|september|october|november|december|"
-    r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
-_COMMITMENT = re.compile(
-    r"\b(i'll|i will|i'm going to|i am going to|i promise|let me (?!know)|we'll|we will|i'm on it|"
-    r"will (send|share|call|email|book|follow up|get back|check|handle|update|pay|bring|"
-    r"confirm|fix|review|prepare|finish|deliver|schedule|arrange|ping)|"
-    rf"by (the )?({_DAYS}|tomorrow|tonight|eod|cob|noon|end of (the )?(day|week|month)|"
-    r"next week|\d))",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(we'll go with|we will go with|let's go with|let's do|going with|go ahead with|"
-    r"decided|decision|agreed|agree to|settled on|we're doing|final (choice|answer|plan)|"
-    r"confirmed|approved|it's a deal|deal)\b",
-    re.IGNORECASE,
-)
 _URL = re.compile(r"\bhttps?://\S+|\bwww\.\S+", re.IGNORECASE)
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(\.[\w-]+)+\b")
 _HANDLE = re.compile(r"(?<![\w@])@\w{2,}")
 _TICKET = re.compile(r"(?<!\w)#\d+\b")
 _FLIGHT = re.compile(r"\b[A-Z]{2}\s\d{2,4}\b")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]*[A-Za-z0-9]")
-# Digits with a unit are quantities or times ("3pm", "2nd", "5k"), not identifiers.
-_QUANTITY = re.compile(
-    r"\d+(st|nd|rd|th|am|pm|s|k|m|h|hr|hrs|min|mins|kg|km|mb|gb|x|ish)", re.IGNORECASE
-)
-_NUMBER = re.compile(
-    rf"\d|[$€£¥]|\b({_DAYS}|{_MONTHS}|today|tomorrow|tonight|yesterday|noon|midnight)\b",
-    re.IGNORECASE,
-)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _LINE = re.compile(r"^\[(?P<date>\d{4}-\d{2}-\d{2})\] (?P<speaker>.*?): (?P<text>.*)$")
 
@@ -163,7 +138,7 @@ def _is_identifier_token(token: str) -> bool:
     if not (has_digit and has_alpha):
         # Dotted versions (1.2.3) carry no letter.
         return token.count(".") >= 2 and all(p.isdigit() for p in token.split("."))
-    return not _QUANTITY.fullmatch(token)
+    return not QUANTITY.fullmatch(token)
 
 
 def has_identifier(text: str) -> bool:
@@ -177,15 +152,15 @@ def classify(sentence: str, *, open_question: bool) -> tuple[LineKind, ...]:
     """Why a sentence is worth keeping (empty: chit-chat). A question counts only if open."""
     text = _normalise(sentence)
     kinds: list[LineKind] = []
-    if _COMMITMENT.search(text):
+    if COMMITMENT.search(text):
         kinds.append("commitment")
-    if _DECISION.search(text):
+    if DECISION.search(text):
         kinds.append("decision")
     if has_identifier(text):
         kinds.append("identifier")
     if open_question and text.rstrip().endswith("?"):
         kinds.append("question")
-    if _NUMBER.search(text):
+    if NUMBER.search(text):
         kinds.append("number")
     return tuple(kinds)
 

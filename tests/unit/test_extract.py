@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bench.extraction import load_lines, score_lines
-from pipeline.extract import RulesExtractor, extract_memories, resolve_due
+from pipeline.english.due import resolve_due
+from pipeline.extract import RulesExtractor, extract_memories
 from schemas.keys import channel_key, episode_key, participant_key
 from schemas.memory import MemoryItem
 from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker

@@ -10,7 +10,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.extract import DUE_LATEST, RulesExtractor, resolve_due
+from pipeline.english.due import DUE_LATEST, resolve_due
+from pipeline.extract import RulesExtractor
 from pipeline.graph.memoryrows import plan_memory
 from pipeline.graph.writer import plan_batch
 from pipeline.ingest import ingest_turns

@@ -18,7 +18,7 @@ WORKER_SIDE = (
     "workers.worker.app",
     "workers.worker.tasks",
     "pipeline.extract",
-    "pipeline.rules",
+    "pipeline.english.rules",
     "dateparser",
     "neo4j",
     # The HTTP API is an optional extra: emitting must work without it installed.

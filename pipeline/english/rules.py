@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.patterns import (
+from pipeline.english.patterns import (
     ADDRESS,
     AGREE,
     BARE_DONE,
