@@ -332,7 +332,8 @@ def write_rows(
         if memory.commitments:
             tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments).consume()
         if memory.obligations:
-            tx.run(cypher.RESOLVE_COMMITMENTS, pairs=memory.obligations).consume()
+            touched = [r["key"] for r in tx.run(cypher.RESOLVE_CLOSURES, pairs=memory.obligations)]
+            tx.run(cypher.RESTATUS_COMMITMENTS, keys=sorted(touched)).consume()
 
     with graph.session() as session:
         session.execute_write(write)

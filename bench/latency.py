@@ -161,8 +161,10 @@ class TimedGraph(GraphStore):
 
         class _Store(GraphStore):
             @contextmanager
-            def session(self, *, write: bool = True) -> Iterator[neo4j.Session]:
-                with GraphStore.session(outer, write=write) as session:
+            def session(
+                self, *, write: bool = True, fetch_size: int | None = None
+            ) -> Iterator[neo4j.Session]:
+                with GraphStore.session(outer, write=write, fetch_size=fetch_size) as session:
                     yield _TimedSession(session, timings, names)  # type: ignore[misc]
 
         return _Store(driver=self.driver, database=self.database, health=self.health)

@@ -34,7 +34,7 @@ class MemoryRows(BaseModel):
     slots: Rows
     commitments: Rows
     closures: Rows
-    # (agent, owed_by) pairs whose commitments' status is recomputed from every stored closure.
+    # (agent, owed_by) pairs whose closures from `since` on are resolved again (RESOLVE_CLOSURES).
     obligations: Rows
 
 
@@ -82,13 +82,11 @@ def plan_memory(memories: Sequence[AgentMemory]) -> MemoryRows:
         elif item.kind == "commitment" and item.owed_by_key:
             key = commitment_key(agent_key, item)
             commitments.setdefault(key, _commitment_row(key, agent_key, item))
-            pair = (agent_key, item.owed_by_key)
-            obligations[pair] = {"agent_key": pair[0], "owed_by_key": pair[1]}
+            _oblige(obligations, agent_key, item.owed_by_key, item.stated_at)
         elif item.kind == "closure":
             key = closure_key(agent_key, item)
             row = closures.setdefault(key, _closure_row(key, agent_key, item))
-            pair = (agent_key, row["props"]["owed_by_key"])
-            obligations[pair] = {"agent_key": pair[0], "owed_by_key": pair[1]}
+            _oblige(obligations, agent_key, row["props"]["owed_by_key"], item.stated_at)
     return MemoryRows(
         facts=[facts[k] for k in sorted(facts)],
         slots=[slots[k] for k in sorted(slots)],
@@ -96,6 +94,17 @@ def plan_memory(memories: Sequence[AgentMemory]) -> MemoryRows:
         closures=[closures[k] for k in sorted(closures)],
         obligations=[obligations[k] for k in sorted(obligations)],
     )
+
+
+def _oblige(
+    obligations: dict[tuple[str, str], dict[str, Any]], agent_key: str, owed_by: str, at: datetime
+) -> None:
+    """Note an (agent, owed_by) pair to resolve, and the earliest time this batch touches in it:
+    only closures from then on can change which commitment they close."""
+    row = obligations.setdefault(
+        (agent_key, owed_by), {"agent_key": agent_key, "owed_by_key": owed_by, "since": at}
+    )
+    row["since"] = min(row["since"], at)
 
 
 def _fact_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:

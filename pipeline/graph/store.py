@@ -13,6 +13,9 @@ from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
 from pipeline.errors import GraphUnavailable
 
+# The driver's own default page of records per round trip (neo4j SessionConfig.fetch_size).
+DEFAULT_FETCH_SIZE = 1000
+
 
 @dataclass(frozen=True)
 class GraphStore:
@@ -54,11 +57,20 @@ class GraphStore:
         return cls(driver=driver, database=database)
 
     @contextmanager
-    def session(self, *, write: bool = True) -> Iterator[neo4j.Session]:
-        """A session whose connection and transient failures surface as GraphUnavailable."""
+    def session(
+        self, *, write: bool = True, fetch_size: int | None = None
+    ) -> Iterator[neo4j.Session]:
+        """A session whose connection and transient failures surface as GraphUnavailable.
+
+        `fetch_size`: records pulled per round trip, for reads that may stop early.
+        """
         access = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
         try:
-            with self.driver.session(database=self.database, default_access_mode=access) as session:
+            with self.driver.session(
+                database=self.database,
+                default_access_mode=access,
+                fetch_size=fetch_size if fetch_size is not None else DEFAULT_FETCH_SIZE,
+            ) as session:
                 yield session
         except (ServiceUnavailable, SessionExpired, TransientError) as exc:
             # Reaching here means the driver's own retries (for writes) are already spent.

@@ -32,6 +32,8 @@ from schemas.keys import compose_key, participant_key, scope_token
 
 # Episodes are filtered from this time on; Neo4j compares no datetime with null.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Records per round trip for a read capped by tokens (see channel_episodes).
+CAPPED_FETCH_SIZE = 100
 
 
 class Position(BaseModel):
@@ -188,7 +190,10 @@ def channel_episodes(
 ) -> list[EpisodeText]:
     """The agent's episodes of a channel after `after` and up to `until`, in time order; with
     `token_cap`, reading stops once that many tokens are read (a long backlog stays cheap)."""
-    with graph.session(write=False) as session:
+    # A capped read stops after a few hundred episodes: pulled in small pages, the backlog
+    # behind them is never sent (the driver's default page is 1,000 records).
+    fetch = CAPPED_FETCH_SIZE if token_cap is not None else None
+    with graph.session(write=False, fetch_size=fetch) as session:
         return session.execute_read(
             lambda tx: _read_episodes(
                 tx,

@@ -45,6 +45,15 @@ class SyncBatch(BaseModel):
     jobs: Rows = []
     conflicts: list[Refusal] = []
     owner_conflicts: list[tuple[str, str]] = []
+    # When the batch was planned: every OBSERVED edge it writes carries it.
+    synced_at: datetime = datetime.fromtimestamp(0, UTC)
+
+
+def epoch_us(at: datetime) -> int:
+    """Microseconds since 1970 UTC: a time as the writer sends it in bulk rows, since the
+    driver packs each datetime in pure Python at about 50 us (the statement rebuilds it)."""
+    delta = at - datetime.fromtimestamp(0, UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def fingerprint(speaker_key: str, content: str) -> str:
@@ -120,7 +129,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
                     "speaker_id": ids.get(m.speaker_key),
                     "fingerprint": mark,
                     "channel_key": job.channel.key,
-                    "created_at": m.created_at,
+                    "created_us": epoch_us(m.created_at),
                 },
             )
             if first["fingerprint"] != mark:
@@ -131,7 +140,6 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
                 "agent_key": job.agent.key,
                 "episode_key": m.key,
                 "scope": [*terms, scope_token("speaker", m.speaker_key)],
-                "synced_at": now,
                 "event_id": job.event_id,
             }
         job_rows.append(
@@ -153,6 +161,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
         observed=[observed[k] for k in sorted(observed)],
         jobs=job_rows,
         conflicts=sorted(conflicts),
+        synced_at=now,
     )
 
 
@@ -193,6 +202,23 @@ def settle(
         }
     )
     return settled, allowed
+
+
+def observation_rows(observed: Rows, fresh: set[str]) -> Rows:
+    """MERGE_OBSERVED's rows: one per episode, with its observers and its scope terms in the
+    order the observers (sorted by key) add them."""
+    by_episode: dict[str, dict[str, Any]] = {}
+    for row in sorted(observed, key=lambda r: (r["episode_key"], r["agent_key"])):
+        key = row["episode_key"]
+        entry = by_episode.setdefault(
+            key, {"episode_key": key, "fresh": key in fresh, "observers": [], "terms": []}
+        )
+        entry["observers"].append({k: row[k] for k in ("agent_key", "event_id")})
+        entry["terms"].extend(t for t in row["scope"] if t not in entry["terms"])
+    rows = [by_episode[k] for k in sorted(by_episode)]
+    for entry in rows:
+        entry["scope"] = " ".join(entry["terms"])
+    return rows
 
 
 def keep_memory(memory: MemoryRows, allowed: set[Pair]) -> MemoryRows:
@@ -242,8 +268,11 @@ def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryR
     taken = {key for key, fresh in returned if not fresh}
     fresh = {key for key, is_fresh in returned if is_fresh}
     batch, allowed = settle(batch, taken, recorded)
-    observed = [{**row, "fresh": row["episode_key"] in fresh} for row in batch.observed]
-    tx.run(cypher.MERGE_OBSERVED, rows=observed).consume()
+    tx.run(
+        cypher.MERGE_OBSERVED,
+        rows=observation_rows(batch.observed, fresh),
+        synced_at=batch.synced_at,
+    ).consume()
     memory = keep_memory(memory, allowed)
     channels = [row["key"] for row in batch.channels]
     if memory.facts:
@@ -254,7 +283,8 @@ def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryR
     if memory.closures:
         tx.run(cypher.MERGE_CLOSURES, rows=memory.closures).consume()
     if memory.obligations:
-        tx.run(cypher.RESOLVE_COMMITMENTS, pairs=memory.obligations).consume()
+        touched = [r["key"] for r in tx.run(cypher.RESOLVE_CLOSURES, pairs=memory.obligations)]
+        tx.run(cypher.RESTATUS_COMMITMENTS, keys=sorted(touched)).consume()
     return batch
 
 

@@ -67,7 +67,13 @@ def test_commitments_and_closures_rows() -> None:
         owed_to_key="acme:u-devon",
         due=T0 + timedelta(days=1),
     )
-    closure = item("closure", predicate="closes", value="Q3 forecast", owed_by_key="acme:u-priya")
+    closure = item(
+        "closure",
+        predicate="closes",
+        value="Q3 forecast",
+        owed_by_key="acme:u-priya",
+        stated_at=T0 + timedelta(hours=2),
+    )
     cancel = item("closure", predicate="cancels", value="", evidence_key="acme:episode:ch:m9")
     replay = [("acme:a", promise), ("acme:a", closure), ("acme:a", cancel), ("acme:a", closure)]
     rows = plan_memory(replay)
@@ -78,10 +84,11 @@ def test_commitments_and_closures_rows() -> None:
         closure_key("acme:a", closure),
         closure_key("acme:a", cancel),
     }
-    # A bare "never mind" is owed by its speaker; both pairs get their status recomputed.
+    # A bare "never mind" is owed by its speaker; both pairs are resolved again from the
+    # earliest commitment or closure the batch adds to them.
     assert rows.obligations == [
-        {"agent_key": "acme:a", "owed_by_key": "acme:u-devon"},
-        {"agent_key": "acme:a", "owed_by_key": "acme:u-priya"},
+        {"agent_key": "acme:a", "owed_by_key": "acme:u-devon", "since": T0},
+        {"agent_key": "acme:a", "owed_by_key": "acme:u-priya", "since": T0},
     ]
     assert rows.facts == []
 

@@ -291,7 +291,7 @@ def test_plan_batch_dedupes_and_sorts_overlapping_events() -> None:
     assert [row["key"] for row in batch.channels] == [channel_key("acme", "ch-1")]
     pairs = [(row["agent_key"], row["episode_key"]) for row in batch.observed]
     assert pairs == sorted({(a, e) for a in batch.agents for e in episode_keys})
-    assert {row["synced_at"] for row in batch.observed} == {when}
+    assert batch.synced_at == when
     assert (
         plan_batch(list(reversed(jobs)), synced_at=when).episodes
         == plan_batch(jobs, synced_at=when).episodes

@@ -34,6 +34,11 @@ INDEXES: Final = (
     f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key)",
     f"CREATE INDEX closure_agent_owed_by IF NOT EXISTS "
     f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key)",
+    # A pair's closures from a time on, and its latest commitment opened before a closure.
+    f"CREATE INDEX closure_agent_owed_by_time IF NOT EXISTS "
+    f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key, n.closed_at)",
+    f"CREATE INDEX commitment_agent_owed_by_time IF NOT EXISTS "
+    f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key, n.opened_at)",
     # Neighbouring messages of a recalled one: a channel's episodes in time order.
     f"CREATE INDEX episode_channel_time IF NOT EXISTS "
     f"FOR (n:{EPISODE}) ON (n.channel_key, n.created_at)",

@@ -29,6 +29,11 @@ from pipeline.graph.model import (
 # -- writer: one sync batch, each statement an UNWIND over rows sorted by key --------------------
 
 
+def _from_epoch_us(value: str) -> str:
+    """A UTC datetime from microseconds since 1970 (see writer.epoch_us)."""
+    return f"datetime({{epochSeconds: {value} / 1000000, nanosecond: {value} % 1000000 * 1000}})"
+
+
 def _differs(stored: str, given: str) -> str:
     """Null-safe inequality: a stored null and a given null are the same."""
     return f"coalesce({stored}, '\\u0000') <> coalesce({given}, '\\u0000')"
@@ -124,7 +129,7 @@ MATCH (c:{CHANNEL} {{key: row.channel_key}})
 MERGE (e:{EPISODE} {{key: row.key}})
 ON CREATE SET e.tenant = row.tenant, e.id = row.id, e.role = row.role, e.content = row.content,
               e.speaker_label = row.speaker_label, e.speaker_id = row.speaker_id,
-              e.fingerprint = row.fingerprint, e.created_at = row.created_at,
+              e.fingerprint = row.fingerprint, e.created_at = {_from_epoch_us("row.created_us")},
               e.channel_key = row.channel_key, e.embed_pending = true, e._fresh = true
 WITH s, c, e, row, e._fresh IS NOT NULL AS fresh
 FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
@@ -147,22 +152,28 @@ WHERE fresh OR NOT same
 RETURN row.key AS key, fresh
 """
 
-# Each observer adds its own and the channel's scope terms to the episode (once each: every term
-# is 20 digits, so a term is in the string only as a whole term), for scoped keyword search.
-# Rows for episodes created in this transaction (`fresh`) CREATE their edge, as in MERGE_EPISODES.
+# One row per episode with all its observers of the batch. Each observer adds its own, the
+# channel's and the speaker's scope terms to the episode (once each: every term is 20 digits,
+# so a term is in the string only as a whole term), for scoped keyword search. An episode
+# created in this transaction (`fresh`) gets its OBSERVED edges by CREATE, as in
+# MERGE_EPISODES, and its whole scope string at once.
 MERGE_OBSERVED: Final = f"""
 UNWIND $rows AS row
-MATCH (a:{AGENT_NODE} {{key: row.agent_key}})
 MATCH (e:{EPISODE} {{key: row.episode_key}})
-FOREACH (_ IN CASE WHEN row.fresh THEN [1] ELSE [] END |
-  CREATE (a)-[:{OBSERVED} {{synced_at: row.synced_at, event_id: row.event_id}}]->(e)
-)
-FOREACH (_ IN CASE WHEN row.fresh THEN [] ELSE [1] END |
-  MERGE (a)-[r:{OBSERVED}]->(e)
-  ON CREATE SET r.synced_at = row.synced_at, r.event_id = row.event_id
-)
-SET e.scope = reduce(s = coalesce(e.scope, ''), t IN row.scope |
-                     CASE WHEN s CONTAINS t THEN s ELSE trim(s + ' ' + t) END)
+CALL (e, row) {{
+  UNWIND row.observers AS o
+  MATCH (a:{AGENT_NODE} {{key: o.agent_key}})
+  FOREACH (_ IN CASE WHEN row.fresh THEN [1] ELSE [] END |
+    CREATE (a)-[:{OBSERVED} {{synced_at: $synced_at, event_id: o.event_id}}]->(e)
+  )
+  FOREACH (_ IN CASE WHEN row.fresh THEN [] ELSE [1] END |
+    MERGE (a)-[r:{OBSERVED}]->(e)
+    ON CREATE SET r.synced_at = $synced_at, r.event_id = o.event_id
+  )
+}}
+SET e.scope = CASE WHEN row.fresh THEN row.scope
+                   ELSE reduce(s = coalesce(e.scope, ''), t IN row.terms |
+                               CASE WHEN s CONTAINS t THEN s ELSE trim(s + ' ' + t) END) END
 """
 
 # -- writer: memory (facts, commitments), in the same transaction as the episodes they cite --------
@@ -294,34 +305,45 @@ def _overlaps(k: str, c: str) -> str:
 
 # A closure closes the speaker's most recent commitment opened before it whose wording overlaps
 # (or simply the most recent one, for a bare "done"); the latest such closure sets the status.
-# Recomputed from every stored commitment and closure of the touched (agent, owed_by) pairs,
-# like RESTACK_FACTS, so the outcome is the same whatever order the turns arrived in.
-RESOLVE_COMMITMENTS: Final = f"""
+# Only closures from `since` on (the earliest commitment or closure the batch adds to the pair)
+# can change their pick, so only they are resolved again: a commitment opened at t can take
+# over closures made after t, and a new closure picks among every stored commitment. Whatever
+# order the turns arrive in, each closure ends on the same pick. Returns the commitments whose
+# closures changed, for RESTATUS_COMMITMENTS. The cost follows the batch, not the history.
+RESOLVE_CLOSURES: Final = f"""
 UNWIND $pairs AS p
-MATCH (c:{COMMITMENT} {{agent_key: p.agent_key, owed_by_key: p.owed_by_key}})
-CALL (c) {{
-  OPTIONAL MATCH (k:{CLOSURE} {{agent_key: c.agent_key, owed_by_key: c.owed_by_key}})
+MATCH (k:{CLOSURE} {{agent_key: p.agent_key, owed_by_key: p.owed_by_key}})
+WHERE k.closed_at >= p.since
+OPTIONAL CALL (k) {{
+  MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key}})
   WHERE c.opened_at <= k.closed_at AND {_overlaps("k", "c")}
-    AND NOT EXISTS {{
-      MATCH (d:{COMMITMENT} {{agent_key: c.agent_key, owed_by_key: c.owed_by_key}})
-      WHERE d.opened_at <= k.closed_at AND {_overlaps("k", "d")}
-        AND (d.opened_at > c.opened_at OR (d.opened_at = c.opened_at AND d.key > c.key))
-    }}
-  WITH k ORDER BY k.closed_at, k.key
-  RETURN collect(k) AS closures
+  RETURN c AS target ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
 }}
-WITH c, closures, coalesce(closures[-1].status, 'open') AS status, closures[-1].closed_at AS at
-FOREACH (_ IN CASE WHEN c.status = status
-                        AND ((c.closed_at IS NULL AND at IS NULL) OR c.closed_at = at)
-                   THEN [] ELSE [1] END |
-  SET c.status = status, c.closed_at = at
+OPTIONAL MATCH (prev:{COMMITMENT})-[old:{CLOSED_BY}]->(k)
+WITH k, target, collect(prev) AS prevs, collect(old) AS olds
+FOREACH (i IN range(0, size(olds) - 1) |
+  FOREACH (_ IN CASE WHEN prevs[i] = target THEN [] ELSE [1] END | DELETE olds[i])
 )
-WITH c, closures
-OPTIONAL MATCH (c)-[old:{CLOSED_BY}]->(x)
-WHERE NOT x IN closures
-DELETE old
-WITH DISTINCT c, closures
-FOREACH (k IN closures | MERGE (c)-[:{CLOSED_BY}]->(k))
+FOREACH (_ IN CASE WHEN target IS NULL THEN [] ELSE [1] END |
+  MERGE (target)-[:{CLOSED_BY}]->(k)
+)
+WITH target, prevs
+UNWIND [target] + prevs AS touched
+WITH DISTINCT touched WHERE touched IS NOT NULL
+RETURN touched.key AS key
+"""
+
+# A commitment's status and closing time come from the latest closure that closes it.
+RESTATUS_COMMITMENTS: Final = f"""
+UNWIND $keys AS key
+MATCH (c:{COMMITMENT} {{key: key}})
+OPTIONAL MATCH (c)-[:{CLOSED_BY}]->(k:{CLOSURE})
+WITH c, k ORDER BY k.closed_at, k.key
+WITH c, collect(k) AS closures
+WITH c, coalesce(closures[-1].status, 'open') AS status, closures[-1].closed_at AS at
+WHERE c.status IS NULL OR c.status <> status
+   OR NOT ((c.closed_at IS NULL AND at IS NULL) OR c.closed_at = at)
+SET c.status = status, c.closed_at = at
 """
 
 VERIFY_FACT: Final = f"""
