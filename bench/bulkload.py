@@ -323,14 +323,15 @@ def write_rows(
     """One transaction: episodes and OBSERVED (bulk CREATE), then memory (the writer's
     statements and row planning)."""
     memory = plan_memory(memories)
+    channels = sorted({row["channel_key"] for row in rows})
 
     def write(tx: Any) -> None:
         tx.run(bulk_cypher.CREATE_EPISODES, rows=list(rows)).consume()
         if memory.facts:
-            tx.run(cypher.MERGE_FACTS, rows=memory.facts).consume()
+            tx.run(cypher.MERGE_FACTS, rows=memory.facts, channels=channels).consume()
             tx.run(cypher.RESTACK_FACTS, slots=memory.slots).consume()
         if memory.commitments:
-            tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments).consume()
+            tx.run(cypher.MERGE_COMMITMENTS, rows=memory.commitments, channels=channels).consume()
         if memory.obligations:
             touched = [r["key"] for r in tx.run(cypher.RESOLVE_CLOSURES, pairs=memory.obligations)]
             tx.run(cypher.RESTATUS_COMMITMENTS, keys=sorted(touched)).consume()
