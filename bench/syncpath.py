@@ -17,8 +17,9 @@ tenant:
 
 Run: `.venv/bin/python -m bench.syncpath [--turns 4000] [--processes 1,2,4] [--concurrency 1]
 [--agents 3] [--phases pipeline,inline,ceiling] [--fold] [--stored N] [--warmup N]
-[--json PATH]`. Pipeline workers consume the ingest and sync queues (`--fold`: the fold queue
-too, as `memsync worker` does); `--stored N` bulk-loads N episodes of another tenant first.
+[--rate R] [--json PATH]`. Pipeline workers consume the ingest and sync queues (`--fold`: the
+fold queue too, as `memsync worker` does); `--stored N` bulk-loads N episodes of another tenant
+first; `--rate R` paces the emits at R turns a second (default: all at once, a burst).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import resource
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -209,6 +211,7 @@ def run_pipeline(
     concurrency: int,
     timeout: float,
     queues: Sequence[str] = (INGEST_QUEUE, SYNC_QUEUE),
+    rate: float = 0.0,
 ) -> dict[str, Any]:
     """Emit every turn through the producer to `processes` workers; time until all are written."""
     tenant = load[0]["tenant"]
@@ -234,9 +237,17 @@ def run_pipeline(
         producer = Producer(settings)
         emit_ns: list[int] = []
         sent_at: list[int] = []
+        sampler = LagSampler(tenant, load, sent_at)
+        sampler.start()
         try:
             start = time.perf_counter_ns()
-            for turn in load:
+            for index, turn in enumerate(load):
+                if rate:
+                    # Paced: turn i leaves at i / rate seconds (a sustained load, not a burst).
+                    due = start + int(index * 1e9 / rate)
+                    wait = (due - time.perf_counter_ns()) / 1e9
+                    if wait > 0:
+                        time.sleep(wait)
                 before = time.perf_counter_ns()
                 producer.emit(turn)
                 after = time.perf_counter_ns()
@@ -246,7 +257,8 @@ def run_pipeline(
             producer.flush(timeout=timeout)
         finally:
             producer.close(timeout=timeout)
-        waited = _wait_written(bench, tenant, load, sent_at, timeout)
+            sampler.halt()
+        waited = _wait_written(bench, tenant, load, sent_at, timeout, sampler.seen)
         peaks = [row for w in workers for row in tree_peaks(w.process.pid)]
         producer_peak = own_peak_mb()
         service_peak = service_peaks(bench)
@@ -290,8 +302,51 @@ def run_pipeline(
     }
 
 
+def sampled_indexes(count: int) -> list[int]:
+    """The turns whose lag is measured: every SAMPLE_EVERY-th and the last SAMPLE_TAIL."""
+    return sorted(
+        set(range(0, count, SAMPLE_EVERY)) | set(range(max(0, count - SAMPLE_TAIL), count))
+    )
+
+
+class LagSampler(threading.Thread):
+    """Polls the sampled turns already emitted while the emitting goes on, so a paced run's lag
+    is measured as it happens (the poll after the last emit would see them all late)."""
+
+    def __init__(self, tenant: str, load: list[RawEvent], sent_at: list[int]) -> None:
+        super().__init__(name="lag-sampler", daemon=True)
+        self.keys = [(tenant, e["event_id"]) for e in load]
+        self.sent_at = sent_at
+        self.sampled = sampled_indexes(len(load))
+        self.seen: dict[tuple[str, str], int] = {}
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        ledger = runtime.ledger()
+        while not self._halt.is_set():
+            emitted = len(self.sent_at)
+            keys = [self.keys[i] for i in self.sampled if i < emitted]
+            keys = [k for k in keys if k not in self.seen]
+            if keys:
+                statuses = ledger.statuses(keys)
+                now = time.perf_counter_ns()
+                for key, status in zip(keys, statuses, strict=True):
+                    if status.complete:
+                        self.seen[key] = now
+            self._halt.wait(POLL_SECONDS)
+
+    def halt(self) -> None:
+        self._halt.set()
+        self.join(timeout=30)
+
+
 def _wait_written(
-    bench: Bench, tenant: str, load: list[RawEvent], sent_at: list[int], timeout: float
+    bench: Bench,
+    tenant: str,
+    load: list[RawEvent],
+    sent_at: list[int],
+    timeout: float,
+    seen: dict[tuple[str, str], int] | None = None,
 ) -> dict[str, Any]:
     """Poll the ledger for the turns not yet complete; each turn's time is the first poll that
     sees it complete (the reply's arrival), so a sampled turn's lag is late by at most one
@@ -308,7 +363,10 @@ def _wait_written(
     # A poll of every pending turn costs the workers' Redis and CPU, so most polls ask a sample
     # (every SAMPLE_EVERY-th turn and the last SAMPLE_TAIL), which the lag figures come from;
     # every FULL_EVERY-th poll, and once the sample is done, asks every pending turn.
-    sampled = set(order[::SAMPLE_EVERY]) | set(order[-SAMPLE_TAIL:])
+    sampled = {order[i] for i in sampled_indexes(len(order))}
+    for key, at in (seen or {}).items():  # seen complete while the emitting went on
+        lags.append(at - pending.pop(key))
+        done.append(at)
     polls = 0
     while pending and time.monotonic() < deadline:
         asked = time.perf_counter_ns()
@@ -317,14 +375,14 @@ def _wait_written(
         if not keys or polls % FULL_EVERY == 0:
             keys = list(pending)
         statuses = ledger.statuses(keys)
-        seen = time.perf_counter_ns()
-        cost.append(seen - asked)
+        answered = time.perf_counter_ns()
+        cost.append(answered - asked)
         for key, status in zip(keys, statuses, strict=True):
             if status.complete:
                 sent = pending.pop(key)
                 if key in sampled:
-                    lags.append(seen - sent)
-                done.append(seen)
+                    lags.append(answered - sent)
+                done.append(answered)
             elif status.finished:  # rejected or dead-lettered: never written
                 pending.pop(key)
                 failed += 1
@@ -532,6 +590,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="data tree (../shared/data)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     parser.add_argument(
+        "--rate", type=float, default=0.0, help="emit turns/s, paced (default: all at once)"
+    )
+    parser.add_argument(
         "--stored", type=int, default=0, help="episodes bulk-loaded (another tenant) first"
     )
     parser.add_argument(
@@ -585,7 +646,7 @@ def main() -> None:
                 if phase == "pipeline":
                     queues = (INGEST_QUEUE, SYNC_QUEUE, *((FOLD_QUEUE,) if args.fold else ()))
                     result = run_pipeline(
-                        bench, load, processes, args.concurrency, args.timeout, queues
+                        bench, load, processes, args.concurrency, args.timeout, queues, args.rate
                     )
                 elif phase == "inline":
                     result = run_inline(bench, load)
@@ -646,6 +707,7 @@ def main() -> None:
                             "poll_ms": POLL_SECONDS * 1000,
                             "ceiling_batch_rows": BATCH_ROWS,
                             "stored": args.stored,
+                            "rate": args.rate,
                             "warmup": args.warmup,
                             "fold": args.fold,
                             "cpus": os.cpu_count(),

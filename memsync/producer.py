@@ -186,9 +186,13 @@ class Producer:
             if first is _STOP:
                 return
             batch = [first]
+            # Wait a little for the batch to fill: at a steady rate of turns, publishing each
+            # as it comes makes one-turn tasks, and a transaction per turn downstream.
+            linger_until = time.monotonic() + self.settings.producer_linger
             while len(batch) < self.settings.producer_batch:
                 try:
-                    item = self._buffer.get_nowait()
+                    left = linger_until - time.monotonic()
+                    item = self._buffer.get(timeout=left) if left > 0 else self._buffer.get_nowait()
                 except queue.Empty:
                     break
                 if item is _STOP:

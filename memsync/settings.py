@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # Producer: a bounded buffer and short socket timeouts so emit() never waits on the network.
     producer_buffer: int = Field(default=10_000, ge=1)
     producer_batch: int = Field(default=50, ge=1, le=1000)
+    # Seconds the publisher waits for a batch to fill before sending what it has (emit() never
+    # waits): at a steady rate, batches of turns rather than one-turn tasks.
+    producer_linger: float = Field(default=0.05, ge=0, le=5)
     broker_timeout: float = Field(default=5.0, gt=0)
 
     # Workers.

@@ -45,6 +45,8 @@ class Cluster:
         self.redis: services.Service | None = None
         self.neo4j: services.Service | None = None
         self.workers: list[services.Service] = []
+        # Workers ever started: names and logs stay unique when one is removed from `workers`.
+        self.started = 0
         self._graph: GraphStore | None = None
 
     def start_redis(self) -> None:
@@ -83,7 +85,8 @@ class Cluster:
         init_schema(self.graph())
 
     def start_worker(self) -> services.Service:
-        index = len(self.workers)
+        index = self.started
+        self.started += 1
         worker = services.start_worker(
             worker_env(self.settings),
             self.root / f"worker-{index}.log",

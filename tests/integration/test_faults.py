@@ -134,6 +134,46 @@ def test_kill_9_worker_mid_load(cluster: Cluster, ledger: Ledger, tenant: str) -
     disrupt_mid_load(cluster, ledger, tenant, 400, "kill -9 worker", kill_and_replace)
 
 
+def test_workers_started_mid_load_share_the_queues(
+    cluster: Cluster, ledger: Ledger, tenant: str
+) -> None:
+    """Horizontal scaling: two more worker processes, started on their own while a load is in
+    flight, take work from the shared queues; no memory is written twice or missed."""
+    turns = load_turns(tenant, 600)
+    expected = expected_observed(turns)
+    first, second = turns[:200], turns[200:]
+    producer = emit_all(cluster, first)
+    done_before = wait_for_progress(ledger, first, 0.1)
+    added, logs = [], []
+    for _ in range(2):
+        logs.append(cluster.root / f"worker-{cluster.started}.log")
+        added.append(cluster.start_worker())
+    try:
+        wait_for(lambda: all(" ready." in log.read_text(errors="replace") for log in logs),
+                 "the added workers to be ready")  # fmt: skip
+        for turn in second:
+            producer.emit(turn)
+        assert producer.flush(timeout=60)
+        statuses, _ = wait_until(ledger, turns, timeout=240)
+        producer.close()
+        result = audit(cluster.graph(), tenant, expected)
+        tasks = [log.read_text(errors="replace").count(" succeeded in ") for log in logs]
+    finally:
+        for worker in added:
+            worker.stop()
+            cluster.workers.remove(worker)
+    report_fault(
+        "workers added mid-load",
+        f"{len(turns)} turns ({len(expected)} agent-episode memories); 2 workers started with "
+        f"{done_before} complete; tasks done by the added workers {tasks}; lost {result.lost}, "
+        f"duplicated {result.duplicated}",
+    )
+    assert done_before < len(first), "the load finished before the workers were added"
+    assert sum(tasks) > 0, "the added workers took no work from the shared queues"
+    assert all(s.complete for s in statuses)
+    assert result.exact, result
+
+
 def test_neo4j_down_mid_load_then_replay_twice(
     cluster: Cluster, ledger: Ledger, tenant: str
 ) -> None:
