@@ -281,6 +281,16 @@ class Producer:
         if not self._broker_takes_writes():
             # A full broker refuses every write, small or large: wait for it, as for an outage.
             raise refusal
+        try:
+            # Refused while Redis still counted a larger refused command against its memory (see
+            # _broker_takes_writes), a small event goes through now; only a true culprit fails.
+            self._publish(batch)
+            handled[0] += 1
+            return
+        except Exception as exc:
+            if not refused_for_content(exc):
+                raise
+            refusal = exc
         event = batch[0]
         # It may have been recorded as in flight before the broker refused the message itself.
         self._inflight().untrack(

@@ -175,3 +175,34 @@ def test_only_the_unsent_rest_of_a_batch_is_spooled_when_the_broker_goes(
 def test_emit_still_returns_at_once_with_the_event_id(made: tuple[Producer, Broker]) -> None:
     producer, _ = made
     assert producer.emit(turn(7)) == "e-7"
+
+
+def test_a_small_event_refused_in_the_wake_of_a_big_one_is_published_not_set_aside(
+    made: tuple[Producer, Broker],
+) -> None:
+    # Right after refusing a large command Redis may still count its bytes against maxmemory:
+    # every write is refused until that is freed, which a successful probe shows.
+    producer, broker = made
+    publish = broker.publish
+    wake = [False]
+
+    def in_the_wake(batch: list[dict[str, Any]]) -> None:
+        if wake[0]:
+            raise OOM
+        try:
+            publish(batch)
+        except redis.exceptions.OutOfMemoryError:
+            wake[0] = True
+            raise
+
+    def probe() -> bool:
+        wake[0] = False
+        return broker.takes_writes()
+
+    producer._publish = in_the_wake  # type: ignore[method-assign]
+    producer._broker_takes_writes = probe  # type: ignore[method-assign]
+    for n in range(4):
+        producer.emit(turn(n, "x" * 5000 if n == 3 else "hello"))
+    assert producer.flush(10)
+    assert [r.payload["event_id"] for r in producer.spool.refused()] == ["e-3"]
+    assert broker.published == ["e-0", "e-1", "e-2"]
