@@ -12,7 +12,6 @@ the worker side's reads (due, touch, count) extend it in workers/state/inflight.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import redis
 
 from memsync import keys
+from memsync.encoded import EncodedTurn, encoded
 
 # Every memsync task message carries the time it was published, so the reconciler can tell a
 # turn still queued behind a backlog from one the broker lost.
@@ -48,13 +48,14 @@ class InFlight:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def track(self, payloads: Sequence[Mapping[str, Any]]) -> None:
-        """Record turns as sent now, before their message is published."""
+    def track(self, turns: Sequence[EncodedTurn | Mapping[str, Any]]) -> None:
+        """Record turns as sent now, before their message is published (an encoded turn's text
+        is stored as it is)."""
         now = time.time()
         pipe = self.client.pipeline(transaction=True)
-        for payload in payloads:
-            ref = keys.turn_ref(str(payload.get("tenant", "default")), str(payload["event_id"]))
-            pipe.hset(keys.INFLIGHT_PAYLOADS, ref, json.dumps(payload, separators=(",", ":")))
+        for turn in map(encoded, turns):
+            ref = keys.turn_ref(turn.tenant, turn.event_id)
+            pipe.hset(keys.INFLIGHT_PAYLOADS, ref, turn.text)
             pipe.zadd(keys.INFLIGHT_SINCE, {ref: now})
         pipe.execute()
 

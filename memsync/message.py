@@ -4,13 +4,13 @@ The producer runs inside the platform's process and must not import Celery, so i
 message Celery's `send_task` would: the same body, headers and properties, on the anonymous
 exchange with the queue's name as routing key (how Celery routes to a direct queue), persistent.
 The reconciler's re-send (workers/worker/reconcile.py) publishes through the same function, so the
-producer's messages and the re-sent ones cannot drift apart.
+producer's messages and the re-sent ones cannot drift apart. The body is assembled from turns
+already encoded as JSON (memsync/encoded.py), never serialised again.
 """
 
 from __future__ import annotations
 
 import os
-import reprlib
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,43 +19,56 @@ from typing import Any
 
 from kombu import Exchange, Producer, Queue
 
+from memsync.encoded import EncodedTurn, encoded
 from memsync.inflight import sent_now
 from memsync.settings import INGEST_QUEUE
 
 INGEST_TASK = "memsync.ingest"
-SERIALIZER = "json"
+# What Celery's json serializer labels its bodies with; the body is written here, already JSON.
+CONTENT_TYPE = "application/json"
+CONTENT_ENCODING = "utf-8"
 # AMQP's "persistent"; Celery's task_default_delivery_mode.
 PERSISTENT = 2
 # Celery's argsrepr_maxsize and kwargsrepr_maxsize: the repr shown by Flower and in worker logs.
 REPR_MAXSIZE = 1024
 
-_repr = reprlib.Repr()
-_repr.maxlevel = 4
-_repr.maxstring = 200
-_repr.maxother = 200
+# The body's third part, Celery's "embed" of a task sent on its own (no callbacks, no canvas).
+_EMBED = b'{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
 
 
 @dataclass(frozen=True)
 class TaskMessage:
-    """What one task publish sends: body, headers (Celery's protocol 2) and properties."""
+    """What one task publish sends: body (JSON bytes), headers (Celery's protocol 2) and
+    properties."""
 
     task_id: str
-    body: tuple[Any, ...]
+    body: bytes
     headers: dict[str, Any]
     properties: dict[str, Any]
 
 
+def ingest_message(batch: Sequence[EncodedTurn | Mapping[str, Any]]) -> TaskMessage:
+    """The `memsync.ingest` message for a batch of turns, published now.
+
+    The body `[[turns], {}, embed]` is spliced from the turns' JSON texts, so an encoded turn is
+    not encoded again (a mapping is encoded once here).
+    """
+    turns = [encoded(turn) for turn in batch]
+    args = ",".join(turn.text for turn in turns).encode(CONTENT_ENCODING)
+    body = b"".join((b"[[[", args, b"]],{},", _EMBED, b"]"))
+    return task_message(INGEST_TASK, body, argsrepr=_turns_repr(turns))
+
+
 def task_message(
     name: str,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any] | None = None,
+    body: bytes,
     *,
+    argsrepr: str,
+    kwargsrepr: str = "{}",
     headers: Mapping[str, Any] | None = None,
 ) -> TaskMessage:
-    """The protocol-2 message for running task `name` with these arguments, published now."""
+    """The protocol-2 message running task `name` with this JSON body, published now."""
     task_id = str(uuid.uuid4())
-    kwargs = dict(kwargs or {})
-    args = tuple(args)
     base: dict[str, Any] = {
         "lang": "py",
         "task": name,
@@ -69,8 +82,8 @@ def task_message(
         "timelimit": [None, None],
         "root_id": task_id,
         "parent_id": None,
-        "argsrepr": _bounded_repr(args),
-        "kwargsrepr": _bounded_repr(kwargs),
+        "argsrepr": _bounded(argsrepr),
+        "kwargsrepr": _bounded(kwargsrepr),
         # Celery's anonymous node name: the pid is read per message, so a forked child tells.
         "origin": f"gen{os.getpid()}@{socket.gethostname()}",
         "ignore_result": None,
@@ -80,10 +93,9 @@ def task_message(
         **sent_now(),
         **(headers or {}),
     }
-    embed = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
     return TaskMessage(
         task_id=task_id,
-        body=(args, kwargs, embed),
+        body=body,
         headers=base,
         properties={"correlation_id": task_id, "reply_to": ""},
     )
@@ -97,22 +109,24 @@ def task_queue(name: str) -> Queue:
 
 def publish_ingest(
     producer: Producer,
-    batch: Sequence[Mapping[str, Any]],
+    batch: Sequence[EncodedTurn | Mapping[str, Any]],
     *,
     retry: bool = False,
     retry_policy: Mapping[str, Any] | None = None,
 ) -> str:
     """Publish one `memsync.ingest` task for a batch of turns; returns the task id.
 
-    The queue is declared as Celery declares it before a send (kombu does that once per
-    connection), so a broker no worker has seen yet still routes the message to it.
+    The body goes out as written (a content type given, kombu serialises nothing). The queue is
+    declared as Celery declares it before a send (kombu does that once per connection), so a
+    broker no worker has seen yet still routes the message to it.
     """
-    message = task_message(INGEST_TASK, ([dict(turn) for turn in batch],))
+    message = ingest_message(batch)
     producer.publish(
         message.body,
         exchange="",
         routing_key=INGEST_QUEUE,
-        serializer=SERIALIZER,
+        content_type=CONTENT_TYPE,
+        content_encoding=CONTENT_ENCODING,
         retry=retry,
         retry_policy=dict(retry_policy) if retry_policy else None,
         delivery_mode=PERSISTENT,
@@ -123,7 +137,18 @@ def publish_ingest(
     return message.task_id
 
 
-def _bounded_repr(value: object) -> str:
-    # reprlib bounds the work on a large batch; the cut bounds the header's size.
-    text = _repr.repr(value)
+def _turns_repr(turns: Sequence[EncodedTurn]) -> str:
+    """argsrepr for a batch: how many turns and their event ids, never what was said."""
+    shown: list[str] = []
+    length = 0
+    for turn in turns:
+        if length > REPR_MAXSIZE:  # the rest would be cut anyway
+            break
+        shown.append(repr(turn.event_id))
+        length += len(shown[-1]) + 2
+    noun = "turn" if len(turns) == 1 else "turns"
+    return f"<{len(turns)} {noun}: {', '.join(shown)}>"
+
+
+def _bounded(text: str) -> str:
     return text if len(text) <= REPR_MAXSIZE else text[: REPR_MAXSIZE - 3] + "..."

@@ -23,6 +23,7 @@ from kombu import Producer as KombuProducer
 from kombu.exceptions import ContentDisallowed, EncodeError
 
 from memsync import keys
+from memsync.encoded import EncodedTurn, encode_turn
 from memsync.inflight import InFlight
 from memsync.message import publish_ingest
 from memsync.settings import Settings
@@ -33,7 +34,6 @@ from schemas.event import TurnEvent
 
 log = logging.getLogger("memsync.producer")
 
-_STOP = object()
 _SPOOL_RETRY_SECONDS = 1.0
 # Refusals that say "the broker is not taking writes now" (a replica after failover, a cluster
 # mid-resharding, missing ACL rights), not "this event cannot be taken": they are retried.
@@ -48,7 +48,7 @@ _PROBE_MEMBER = "\x00memsync-write-probe"
 _PROBE_ATTEMPTS = 6
 _PROBE_PAUSE_SECONDS = 0.2
 
-Refusal = tuple[dict[str, Any], str]
+Refusal = tuple[EncodedTurn, str]
 
 
 def refused_for_content(exc: BaseException) -> bool:
@@ -99,7 +99,10 @@ class Producer:
             "publish_failures": 0,
             "refused": 0,
         }
-        self._buffer: queue.Queue[Any] = queue.Queue(maxsize=self.settings.producer_buffer)
+        # None asks the publisher to stop.
+        self._buffer: queue.Queue[EncodedTurn | None] = queue.Queue(
+            maxsize=self.settings.producer_buffer
+        )
         self._pending = 0
         self._idle = threading.Condition()
         self._connection: Connection | None = None
@@ -123,11 +126,13 @@ class Producer:
         if self._closed:
             raise RuntimeError("producer is closed")
         turn = validate_event(event)
-        payload = turn.model_dump(mode="json", exclude_none=True)
+        # Encoded here, in the caller's thread: JSON encoding in the publisher thread would hold
+        # the interpreter while callers wait to emit (the spool and the message take the text).
+        encoded = encode_turn(turn)
         with self._idle:
             self._pending += 1
         try:
-            self._buffer.put_nowait(payload)
+            self._buffer.put_nowait(encoded)
         except queue.Full:
             self._done(1)
             raise BufferFull(
@@ -156,7 +161,7 @@ class Producer:
         """Hand every buffered event to the broker or the spool, then stop the publisher."""
         flushed = self.flush(timeout)
         self._closed = True
-        self._buffer.put(_STOP)
+        self._buffer.put(None)
         self._thread.join(timeout=max(timeout, 1.0))
         if self._connection is not None:
             self._connection.release()
@@ -183,7 +188,7 @@ class Producer:
             except queue.Empty:
                 self._drain_spool()
                 continue
-            if first is _STOP:
+            if first is None:
                 return
             batch = [first]
             # Wait a little for the batch to fill: at a steady rate of turns, publishing each
@@ -195,14 +200,14 @@ class Producer:
                     item = self._buffer.get(timeout=left) if left > 0 else self._buffer.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    self._buffer.put(_STOP)
+                if item is None:
+                    self._buffer.put(None)
                     break
                 batch.append(item)
             self._send(batch)
             self._done(len(batch))
 
-    def _send(self, batch: list[Any]) -> None:
+    def _send(self, batch: list[EncodedTurn]) -> None:
         """Publish a batch, or spool it; never returns with the batch in neither place."""
         if self._drain_spool():
             refusals: list[Refusal] = []
@@ -250,14 +255,14 @@ class Producer:
         self._retry_at = time.monotonic() + _SPOOL_RETRY_SECONDS
         log.warning("broker unavailable, spooling events: %s", exc)
 
-    def _refusals(self, batch: list[Any]) -> list[Refusal]:
+    def _refusals(self, batch: list[EncodedTurn]) -> list[Refusal]:
         """Publish a batch (the spool's drain calls this); return what the broker refused."""
         refusals: list[Refusal] = []
         self._publish_or_refuse(batch, refusals, [0])
         return refusals
 
     def _publish_or_refuse(
-        self, batch: list[Any], refusals: list[Refusal], handled: list[int]
+        self, batch: list[EncodedTurn], refusals: list[Refusal], handled: list[int]
     ) -> None:
         """Publish a batch; add the events the broker refused for their content to `refusals`.
 
@@ -293,12 +298,10 @@ class Producer:
             refusal = exc
         event = batch[0]
         # It may have been recorded as in flight before the broker refused the message itself.
-        self._inflight().untrack(
-            [keys.turn_ref(str(event.get("tenant", "default")), event["event_id"])]
-        )
+        self._inflight().untrack([keys.turn_ref(event.tenant, event.event_id)])
         self.counters["refused"] += 1
         reason = f"{type(refusal).__name__}: {refusal}"
-        log.error("broker refused event %s; set aside in the spool: %s", event["event_id"], reason)
+        log.error("broker refused event %s; set aside in the spool: %s", event.event_id, reason)
         refusals.append((event, reason))
         handled[0] += 1
 
@@ -329,7 +332,7 @@ class Producer:
                 log.error("could not record %d refused event(s): %s", len(refusals), exc)
                 time.sleep(_SPOOL_RETRY_SECONDS)
 
-    def _publish(self, batch: list[Any]) -> None:
+    def _publish(self, batch: list[EncodedTurn]) -> None:
         with self._publish_lock:
             try:
                 # Recorded before it is sent, so a message the broker loses is sent again.

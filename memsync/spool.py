@@ -3,8 +3,9 @@
 SQLite (WAL, synchronous=FULL) so a spooled batch survives a crash, and several threads and
 processes can share one directory; rows are published oldest first and deleted only afterwards.
 Events the broker refused for what they are (too large, unencodable) are set aside in a second
-table with the reason, so they never hold up the events behind them. Turns are private: the
-directory is its owner's only (0700), and so are the database files (0600).
+table with the reason, so they never hold up the events behind them. Turns are stored as the
+JSON text emit() encoded (memsync/encoded.py) and read back as text: never encoded again. Turns
+are private: the directory is its owner's only (0700), and so are the database files (0600).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memsync.encoded import EncodedTurn
 from pipeline.errors import SpoolFull
 
 FILENAME = "spool.sqlite3"
@@ -32,12 +34,16 @@ BUSY_TIMEOUT_SECONDS = 5.0
 
 # AUTOINCREMENT: ids never go back, so id order is append order even after deletes. The totals
 # row, kept by triggers in the same transaction, spares a full scan on every append's bound check.
+# event_id and tenant repeat the payload's, so a drain need not decode it; they are NULL in rows
+# an older version appended.
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS events (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         size INTEGER NOT NULL,
         appended_at REAL NOT NULL,
-        payload TEXT NOT NULL
+        payload TEXT NOT NULL,
+        event_id TEXT,
+        tenant TEXT
     )""",
     """CREATE TABLE IF NOT EXISTS totals (
         one INTEGER PRIMARY KEY CHECK (one = 1),
@@ -58,6 +64,8 @@ _SCHEMA = (
         payload TEXT NOT NULL
     )""",
 )
+# Columns added to `events` since its first version, for files an older version created.
+_ADDED_COLUMNS = (("event_id", "TEXT"), ("tenant", "TEXT"))
 # Connections a forked child inherited: never used nor closed there (closing could checkpoint or
 # unlock on the parent's behalf); kept referenced so garbage collection does not close them.
 _inherited: list[sqlite3.Connection] = []
@@ -87,7 +95,7 @@ class Refused:
 
 
 class Spool:
-    """A bounded, crash-safe FIFO of JSON event payloads in `directory / "spool.sqlite3"`.
+    """A bounded, crash-safe FIFO of encoded turns in `directory / "spool.sqlite3"`.
 
     One connection per object, guarded by a lock; processes sharing the directory coordinate
     through SQLite's own locking. `publish` callbacks must not call back into the same Spool.
@@ -121,6 +129,7 @@ class Spool:
             with self._write() as conn:
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                _add_columns(conn)
         except BaseException:
             self.close()
             raise
@@ -144,24 +153,22 @@ class Spool:
         """The SQLite file holding the spool."""
         return self._path
 
-    def append(self, payloads: Sequence[Mapping[str, Any]]) -> None:
+    def append(self, turns: Sequence[EncodedTurn]) -> None:
         """Store a batch, in order, in one transaction; durable once this returns.
 
         Raises SpoolFull, storing nothing, if the batch would pass max_events or max_bytes.
         """
-        # Serialise first so an unserialisable payload fails before anything is stored.
-        # ensure_ascii keeps lone surrogates representable, so any str payload round-trips.
-        texts = [json.dumps(dict(p), separators=(",", ":"), ensure_ascii=True) for p in payloads]
-        if not texts:
+        if not turns:
             return
-        sizes = [len(text.encode("utf-8")) for text in texts]
         now = time.time()
+        rows = [(_utf8_size(t.text), now, t.text, t.event_id, t.tenant) for t in turns]
         with self._write() as conn:
             events, size = self._totals()
-            self._check_room(events, size, len(texts), sum(sizes))
+            self._check_room(events, size, len(rows), sum(row[0] for row in rows))
             conn.executemany(
-                "INSERT INTO events (size, appended_at, payload) VALUES (?, ?, ?)",
-                [(n, now, text) for n, text in zip(sizes, texts, strict=True)],
+                "INSERT INTO events (size, appended_at, payload, event_id, tenant)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
             )
 
     def __len__(self) -> int:
@@ -169,7 +176,7 @@ class Spool:
         with self._lock:
             return self._totals()[0]
 
-    def refuse(self, refusals: Sequence[tuple[Mapping[str, Any], str]]) -> None:
+    def refuse(self, refusals: Sequence[tuple[EncodedTurn, str]]) -> None:
         """Set aside events the broker refused, each with its reason, in one transaction."""
         rows = _refused_rows(refusals)
         if rows:
@@ -206,7 +213,7 @@ class Spool:
 
     def drain(
         self,
-        publish: Callable[[list[dict[str, Any]]], Sequence[tuple[Mapping[str, Any], str]] | None],
+        publish: Callable[[list[EncodedTurn]], Sequence[tuple[EncodedTurn, str]] | None],
         *,
         batch: int = 50,
         limit: int | None = None,
@@ -228,10 +235,11 @@ class Spool:
             size = batch if limit is None else min(batch, limit - published)
             with self._write() as conn:
                 rows = conn.execute(
-                    "SELECT id, payload FROM events ORDER BY id LIMIT ?", (size,)
+                    "SELECT id, payload, event_id, tenant FROM events ORDER BY id LIMIT ?", (size,)
                 ).fetchall()
                 if rows:
-                    refusals = _refused_rows(publish([json.loads(p) for _, p in rows]) or ())
+                    turns = [_stored_turn(text, eid, tenant) for _, text, eid, tenant in rows]
+                    refusals = _refused_rows(publish(turns) or ())
                     if refusals:
                         conn.executemany(
                             "INSERT INTO refused (refused_at, reason, payload) VALUES (?, ?, ?)",
@@ -281,14 +289,31 @@ class Spool:
             )
 
 
-def _refused_rows(
-    refusals: Sequence[tuple[Mapping[str, Any], str]],
-) -> list[tuple[float, str, str]]:
+def _refused_rows(refusals: Sequence[tuple[EncodedTurn, str]]) -> list[tuple[float, str, str]]:
     now = time.time()
-    return [
-        (now, reason, json.dumps(dict(p), separators=(",", ":"), ensure_ascii=True))
-        for p, reason in refusals
-    ]
+    return [(now, reason, turn.text) for turn, reason in refusals]
+
+
+def _utf8_size(text: str) -> int:
+    # isascii() reads a flag of the string: only non-ASCII text is encoded to be measured.
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _stored_turn(text: str, event_id: str | None, tenant: str | None) -> EncodedTurn:
+    """A spooled row as the turn it holds; only a row an older version appended is decoded."""
+    if event_id is None or tenant is None:
+        payload = json.loads(text)
+        return EncodedTurn(str(payload["event_id"]), str(payload.get("tenant", "default")), text)
+    return EncodedTurn(event_id, tenant, text)
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Bring an `events` table an older version created up to date (inside the schema's write
+    transaction, so processes opening the file at once add each column once)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    for name, kind in _ADDED_COLUMNS:
+        if name not in present:
+            conn.execute(f"ALTER TABLE events ADD COLUMN {name} {kind}")
 
 
 def _private_files(database: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from memsync import producer as producer_module
+from memsync.encoded import EncodedTurn
 from memsync.producer import Producer
 from memsync.settings import Settings
 from memsync.spool import Spool
@@ -38,11 +39,11 @@ class Gate:
         self.path = path
         self.open = threading.Event()
 
-    def __call__(self, batch: list[dict[str, Any]]) -> None:
+    def __call__(self, batch: list[EncodedTurn]) -> None:
         self.open.wait(30)
         with self.path.open("a") as out:
             for event in batch:
-                out.write(json.dumps([os.getpid(), event["event_id"]]) + "\n")
+                out.write(json.dumps([os.getpid(), event.event_id]) + "\n")
 
 
 @pytest.fixture()
@@ -107,7 +108,7 @@ def test_child_producer_spools_into_a_connection_of_its_own(tmp_path: Path) -> N
     settings = Settings(spool_dir=tmp_path / "spool", broker_url="redis://x")
     producer = Producer(settings)
 
-    def away(batch: list[dict[str, Any]]) -> None:
+    def away(batch: list[EncodedTurn]) -> None:
         raise ConnectionError("broker away")
 
     producer._publish = away  # type: ignore[method-assign]

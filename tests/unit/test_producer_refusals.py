@@ -16,6 +16,7 @@ import pytest
 import redis
 from kombu.exceptions import EncodeError
 
+from memsync.encoded import EncodedTurn
 from memsync.producer import Producer, refused_for_content
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable
@@ -51,12 +52,12 @@ class Broker:
         self.away = False
         self.full = False
 
-    def publish(self, batch: list[dict[str, Any]]) -> None:
+    def publish(self, batch: list[EncodedTurn]) -> None:
         if self.away:
             raise BrokerUnavailable("Redis unavailable: ConnectionError")
-        if self.full or any(len(e["messages"][0]["content"]) > 1000 for e in batch):
+        if self.full or any(len(e.text) > 1000 for e in batch):
             raise OOM
-        self.batches.append([e["event_id"] for e in batch])
+        self.batches.append([e.event_id for e in batch])
 
     @property
     def published(self) -> list[str]:
@@ -107,6 +108,7 @@ def test_a_refused_event_is_set_aside_and_the_rest_published(
     assert broker.published == [f"e-{n}" for n in range(8) if n != 5]
     refused = producer.spool.refused()
     assert [r.payload["event_id"] for r in refused] == ["e-5"]
+    assert refused[0].payload["messages"][0]["content"] == "x" * 5000  # kept with its content
     assert "OutOfMemoryError" in refused[0].reason
     assert producer.spool_status().refused == 1 and producer.spool_status().events == 0
     assert producer.counters["refused"] == 1
@@ -158,7 +160,7 @@ def test_only_the_unsent_rest_of_a_batch_is_spooled_when_the_broker_goes(
     calls = {"n": 0}
     original = broker.publish
 
-    def flaky(batch: list[dict[str, Any]]) -> None:
+    def flaky(batch: list[EncodedTurn]) -> None:
         calls["n"] += 1
         if calls["n"] > 2:  # the whole batch, then its first half; then the broker goes
             raise BrokerUnavailable("gone")
@@ -186,7 +188,7 @@ def test_a_small_event_refused_in_the_wake_of_a_big_one_is_published_not_set_asi
     publish = broker.publish
     wake = [False]
 
-    def in_the_wake(batch: list[dict[str, Any]]) -> None:
+    def in_the_wake(batch: list[EncodedTurn]) -> None:
         if wake[0]:
             raise OOM
         try:

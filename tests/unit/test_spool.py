@@ -1,4 +1,5 @@
-"""The producer's durable spool: order, chunking, failure, restart, bounds and concurrent use."""
+"""The producer's durable spool: order, chunking, failure, restart, bounds, concurrent use, and
+encoded turns stored and read back as the very text given."""
 
 from __future__ import annotations
 
@@ -11,34 +12,40 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from memsync.encoded import EncodedTurn, encode_payload
 from memsync.spool import Spool
 from pipeline.errors import RetryableError, SpoolFull
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def events(start: int, stop: int) -> list[dict[str, Any]]:
-    return [{"event_id": f"e-{i}", "n": i, "text": "héllo"} for i in range(start, stop)]
+def events(start: int, stop: int) -> list[EncodedTurn]:
+    return [
+        encode_payload({"event_id": f"e-{i}", "n": i, "text": "héllo"}) for i in range(start, stop)
+    ]
 
 
-def ids(payloads: list[dict[str, Any]]) -> list[int]:
-    return [p["n"] for p in payloads]
+def ids(turns: list[EncodedTurn]) -> list[int]:
+    return [int(json.loads(t.text)["n"]) for t in turns]
+
+
+def size(turns: list[EncodedTurn]) -> int:
+    return sum(len(t.text.encode("utf-8")) for t in turns)
 
 
 class Recorder:
     """A publish function that records each chunk, optionally failing on one call."""
 
     def __init__(self, fail_on_call: int | None = None, sleep: float = 0.0) -> None:
-        self.chunks: list[list[dict[str, Any]]] = []
+        self.chunks: list[list[EncodedTurn]] = []
         self.calls = 0
         self.fail_on_call = fail_on_call
         self.sleep = sleep
 
-    def __call__(self, chunk: list[dict[str, Any]]) -> None:
+    def __call__(self, chunk: list[EncodedTurn]) -> None:
         self.calls += 1
         if self.sleep:
             time.sleep(self.sleep)
@@ -80,7 +87,7 @@ def test_append_then_drain_keeps_order_across_appends(spool: Spool) -> None:
     publish = Recorder()
     assert spool.drain(publish) == 10
     assert publish.published == list(range(10))
-    assert publish.chunks[0][0] == {"event_id": "e-0", "n": 0, "text": "héllo"}
+    assert publish.chunks[0][0] == events(0, 1)[0]
     assert len(spool) == 0
     assert spool.drain(publish) == 0
     assert publish.calls == 1
@@ -113,9 +120,7 @@ def test_failed_publish_keeps_that_chunk_and_later_ones_in_order(spool: Spool) -
         spool.drain(failing, batch=3)
     assert failing.published == [0, 1, 2]
     assert len(spool) == 7
-    assert spool.status().bytes == sum(
-        len(json.dumps(e, separators=(",", ":"))) for e in events(3, 10)
-    )
+    assert spool.status().bytes == size(events(3, 10))
     later = Recorder()
     assert spool.drain(later, batch=3) == 7
     assert later.published == list(range(3, 10))
@@ -169,7 +174,7 @@ def test_spool_full_on_max_events_stores_nothing_of_the_batch(tmp_path: Path) ->
 
 
 def test_spool_full_on_max_bytes_stores_nothing_of_the_batch(tmp_path: Path) -> None:
-    one = len(json.dumps(events(0, 1)[0], separators=(",", ":")))
+    one = size(events(0, 1))
     spool = Spool(tmp_path, max_bytes=one * 2 + 1)
     try:
         spool.append(events(0, 1))
@@ -185,18 +190,54 @@ def test_spool_full_on_max_bytes_stores_nothing_of_the_batch(tmp_path: Path) -> 
         spool.close()
 
 
-def test_unserialisable_payload_stores_nothing(spool: Spool) -> None:
-    with pytest.raises(TypeError):
-        spool.append([{"n": 0}, {"n": 1, "bad": object()}])
-    assert len(spool) == 0
+def test_a_row_holds_the_text_as_given_and_drains_back_unchanged(spool: Spool) -> None:
+    # Raw UTF-8 and a key order json.dumps would not pick: stored and handed back verbatim.
+    text = '{"tenant":"t","event_id":"e-9","text":"héllo 🦉 \\u00e9"}'
+    turn = EncodedTurn("e-9", "t", text)
+    spool.append([turn])
+    with closing(sqlite3.connect(spool.path)) as conn:
+        row = conn.execute("SELECT payload, size, event_id, tenant FROM events").fetchone()
+    assert row == (text, len(text.encode("utf-8")), "e-9", "t")
+    assert spool.status().bytes == len(text.encode("utf-8"))
+    publish = Recorder()
+    spool.drain(publish)
+    assert publish.chunks == [[turn]]
 
 
 def test_odd_strings_round_trip(spool: Spool) -> None:
-    payload = {"n": 0, "text": "lone \ud800 surrogate, emoji 🦉, nul \x00 end"}
-    spool.append([payload])
+    payload = {"event_id": "e-0", "n": 0, "text": "lone \ud800 surrogate, emoji 🦉, nul \x00 end"}
+    spool.append([encode_payload(payload)])
     publish = Recorder()
     spool.drain(publish)
-    assert publish.chunks == [[payload]]
+    assert [json.loads(t.text) for t in publish.chunks[0]] == [payload]
+
+
+def test_rows_an_older_version_spooled_drain_with_their_identity(tmp_path: Path) -> None:
+    # The first schema: no event_id or tenant columns. Opening upgrades it, keeping the rows.
+    with closing(sqlite3.connect(tmp_path / "spool.sqlite3")) as conn:
+        conn.execute(
+            "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, size INTEGER NOT NULL,"
+            " appended_at REAL NOT NULL, payload TEXT NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO events (size, appended_at, payload) VALUES (?, ?, ?)",
+            (30, time.time(), '{"event_id":"old-1","tenant":"acme","n":-1}'),
+        )
+        conn.commit()
+    spool = Spool(tmp_path)
+    try:
+        spool.append(events(0, 1))
+        publish = Recorder()
+        assert spool.drain(publish) == 2
+        assert publish.chunks == [
+            [
+                EncodedTurn("old-1", "acme", '{"event_id":"old-1","tenant":"acme","n":-1}'),
+                *events(0, 1),
+            ]
+        ]
+    finally:
+        spool.close()
+    Spool(tmp_path).close()  # opening an upgraded file again changes nothing
 
 
 def test_status_reports_events_bytes_and_oldest(spool: Spool) -> None:
@@ -211,7 +252,7 @@ def test_status_reports_events_bytes_and_oldest(spool: Spool) -> None:
     time.sleep(0.01)
     spool.append(events(2, 3))
     status = spool.status()
-    sizes = [len(json.dumps(e, separators=(",", ":"))) for e in events(0, 3)]
+    sizes = [size([e]) for e in events(0, 3)]
     assert status.events == 3
     assert status.bytes == sum(sizes)
     assert status.oldest_at is not None
@@ -266,14 +307,16 @@ def test_events_appended_by_another_process_are_seen(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from pathlib import Path\n"
+        "from memsync.encoded import encode_payload\n"
         "from memsync.spool import Spool\n"
         "s = Spool(Path(sys.argv[1]))\n"
-        "s.append([{'n': i} for i in range(int(sys.argv[2]))])\n"
+        "n = int(sys.argv[2])\n"
+        "s.append([encode_payload({'event_id': f'e-{i}', 'n': i}) for i in range(n)])\n"
         "s.close()\n"
     )
     parent = Spool(tmp_path)
     try:
-        parent.append([{"n": -1}])
+        parent.append([encode_payload({"event_id": "e--1", "n": -1})])
         done = subprocess.run(
             [sys.executable, "-c", script, str(tmp_path), "4"],
             cwd=ROOT,
@@ -303,7 +346,7 @@ def test_invalid_bounds_and_batch_are_refused(tmp_path: Path) -> None:
 
 
 def test_refused_events_are_kept_with_their_reason_and_counted(spool: Spool) -> None:
-    spool.refuse([({"event_id": "big", "n": 1}, "OutOfMemoryError: too big")])
+    spool.refuse([(encode_payload({"event_id": "big", "n": 1}), "OutOfMemoryError: too big")])
     refused = spool.refused()
     assert [(r.payload, r.reason) for r in refused] == [
         ({"event_id": "big", "n": 1}, "OutOfMemoryError: too big")
@@ -317,9 +360,9 @@ def test_drain_moves_refused_events_aside_and_goes_on(spool: Spool) -> None:
     spool.append(events(0, 6))
     published: list[int] = []
 
-    def publish(chunk: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
-        published.extend(p["n"] for p in chunk if p["n"] != 2)
-        return [(p, "refused") for p in chunk if p["n"] == 2]
+    def publish(chunk: list[EncodedTurn]) -> list[tuple[EncodedTurn, str]]:
+        published.extend(n for n in ids(chunk) if n != 2)
+        return [(t, "refused") for t in chunk if t.event_id == "e-2"]
 
     assert spool.drain(publish, batch=4) == 6
     assert published == [0, 1, 3, 4, 5]

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from memsync import inflight as platform_inflight
 from memsync import keys
+from memsync.encoded import EncodedTurn
 from workers.state.redisfaults import redis_errors
 
 # Kept for callers that imported the hash's name from here before the key layouts had a module.
@@ -23,8 +24,8 @@ class InFlight(platform_inflight.InFlight):
     """The producer's in-flight record, with the reads the reconciler and the CLI need."""
 
     @redis_errors
-    def track(self, payloads: Sequence[Mapping[str, Any]]) -> None:
-        super().track(payloads)
+    def track(self, turns: Sequence[EncodedTurn | Mapping[str, Any]]) -> None:
+        super().track(turns)
 
     @redis_errors
     def untrack(self, turn_refs: Iterable[str]) -> None:
