@@ -29,7 +29,7 @@ from pipeline.embedder import Embedder
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, native
 from pipeline.graph.summaries import current_summary
 from schemas.context import (
     Context,
@@ -97,18 +97,20 @@ def build_context(
         "scan": PRESENCE_SCAN,
         "limit": MAX_READ,
     }
-    # Recall is independent of the rest: it runs in a second thread (its own sessions) while
-    # the channel, its people, facts, commitments and summary are read here.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-context") as pool:
+    # Recall and the summary are independent of the rest: each runs in a thread of its own
+    # (with its own sessions) while the channel, its people, facts and commitments are read
+    # here in one statement.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memsync-context") as pool:
         recalled = (
             pool.submit(recall, graph, recall_query, embedder=embedder, dm_policy=dm_policy)
             if recall_query is not None
             else None
         )
+        summarised = pool.submit(_summary, graph, tenant, agent_id, channel_id)
         agent, parties, channel, facts, commitments = _structure(
             graph, params, agent_id, channel_id, now=now, stale_after_days=stale_after_days
         )
-        summary = _summary(graph, tenant, agent_id, channel_id)
+        summary = summarised.result()
         found = recalled.result() if recalled is not None else []
     shown = {f.key for f in facts} | {c.key for c in commitments}
     if summary is not None:
@@ -150,19 +152,14 @@ def _structure(
     about them (and the channel) that its audience may hear."""
     agent_key, chan_key = params["agent_key"], params["channel_key"]
     with graph.session(write=False) as session:
-        info = session.run(context_cypher.CHANNEL_INFO, params).single(strict=True)
-        present = [_native(dict(r)) for r in session.run(context_cypher.PRESENT, params)]
-        parties = {row["key"]: _party(row) for row in present}
-        agent = parties.get(agent_key) or ContextParty(
-            id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
-        )
-        parties.setdefault(agent_key, agent)
-        channel = ContextChannel(id=channel_id, kind=info["kind"], title=info["title"])
-        subject_params = {**params, "subject_keys": [*parties, chan_key]}
-        fact_rows = [_native(dict(r)) for r in session.run(context_cypher.FACTS, subject_params)]
-        commitment_rows = [
-            _native(dict(r)) for r in session.run(context_cypher.COMMITMENTS, subject_params)
-        ]
+        info = native(dict(session.run(context_cypher.STRUCTURE, params).single(strict=True)))
+    parties = {row["key"]: _party(row) for row in info["present"]}
+    agent = parties.get(agent_key) or ContextParty(
+        id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
+    )
+    parties.setdefault(agent_key, agent)
+    channel = ContextChannel(id=channel_id, kind=info["kind"], title=info["title"])
+    fact_rows, commitment_rows = info["facts"], info["commitments"]
     here = ContextParty(id=channel_id, label=f"everyone in {channel.name}")
     facts = [
         _fact(row, parties, chan_key, here, now=now, stale_after_days=stale_after_days)
@@ -232,7 +229,3 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),
     )
-
-
-def _native(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}

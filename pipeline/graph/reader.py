@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, native
 from schemas.keys import channel_key, participant_key
 from schemas.records import KnownParticipant, LabelKey
 
@@ -82,7 +82,7 @@ def recall(
     }
     with graph.session(write=False) as session:
         records = list(session.run(cypher.RECALL_EPISODES, params))
-    return [RecalledEpisode.model_validate(_native(dict(r))) for r in records]
+    return [RecalledEpisode.model_validate(native(dict(r))) for r in records]
 
 
 def list_agents(graph: GraphStore, tenant: str) -> list[AgentSummary]:
@@ -123,10 +123,6 @@ def tenant_episodes(graph: GraphStore, tenant: str) -> list[EpisodeView]:
         )
         for r in records
     ]
-
-
-def _native(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}
 
 
 def tenant_observed(graph: GraphStore, tenant: str) -> list[tuple[str, str]]:
@@ -181,7 +177,7 @@ def agent_facts(
     with graph.session(write=False) as session:
         records = list(session.run(cypher.AGENT_FACTS, params))
     return [
-        FactView.model_validate({**_native(r["fact"]), "superseded_by": r["superseded_by"]})
+        FactView.model_validate({**native(r["fact"]), "superseded_by": r["superseded_by"]})
         for r in records
     ]
 
@@ -191,4 +187,4 @@ def agent_commitments(graph: GraphStore, tenant: str, agent_id: str) -> list[Com
         records = list(
             session.run(cypher.AGENT_COMMITMENTS, agent_key=participant_key(tenant, agent_id))
         )
-    return [CommitmentView.model_validate(_native(r["commitment"])) for r in records]
+    return [CommitmentView.model_validate(native(r["commitment"])) for r in records]

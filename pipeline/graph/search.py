@@ -12,6 +12,7 @@ cannot appear.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from neo4j.exceptions import ClientError
 from pipeline.embedder import Embedder
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import search as search_cypher
+from pipeline.graph.cypher.search import per_label
 from pipeline.graph.model import (
     COMMITMENT,
     EPISODE,
@@ -32,7 +34,7 @@ from pipeline.graph.model import (
     SUMMARY,
     VECTOR_INDEXES,
 )
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, native
 from pipeline.rank import (
     Passage,
     Unit,
@@ -59,6 +61,7 @@ LABELS: Final[dict[RecallKind, str]] = {
     "commitment": COMMITMENT,
     "summary": SUMMARY,
 }
+KINDS: Final[dict[str, RecallKind]] = {label: kind for kind, label in LABELS.items()}
 # How far each retriever is trusted, as the weight of its normalised scores. Keyword matching
 # is the stronger signal with a static embedder (measured recall@10 on long conversations:
 # BM25 0.58, a small dense model 0.35-0.48), so a vector match alone counts half a keyword
@@ -77,13 +80,20 @@ _VECTOR_GROUPS: Final[tuple[tuple[tuple[RecallKind, ...], str], ...]] = (
     (("fact", "commitment", "summary"), search_cypher.MEMORY_SCOPE_SIZE),
 )
 INDEX_STATUS_SECONDS: Final = 10.0
+SCOPE_SIZE_SECONDS: Final = 10.0
+_SCOPE_SIZE_ENTRIES: Final = 10_000
 # Up to this many embedded nodes in scope, vector search computes exact cosine over all of them
 # (a scan of a few thousand short vectors costs about what the index does, and misses nothing);
-# beyond it the tenant-wide index is asked for _VECTOR_OVERSAMPLE times more neighbours than
-# needed, since the scope filter runs after it (and may leave fewer than asked).
+# beyond it the tenant-wide index is asked for enough neighbours that the scope filter after it
+# is likely to leave the depth needed (the agent's share of the index decides), at most
+# _MAX_VECTOR_K.
 EXACT_VECTOR_MAX: Final = 2000
-_VECTOR_OVERSAMPLE: Final = 10
+# The channel's best this many times deeper than needed are checked for the agent's own.
+_CHANNEL_OVERSAMPLE: Final = 2
 _MAX_VECTOR_K: Final = 1000
+# Neighbours asked of the index beyond the agent's expected share: its share of the nearest is
+# not its share of the whole.
+_INDEX_MARGIN: Final = 1.5
 
 
 def recall(
@@ -188,70 +198,144 @@ class _Ask:
 
 
 def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
-    """Lucene's BM25 scores across every kind asked for, each held to the agent's scope."""
-    query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
-    found: dict[str, float] = {}
-    with ask.graph.session(write=False) as session:
-        for kind in query.kinds:
-            label = LABELS[kind]
-            if FULLTEXT_INDEXES[label] not in online:
-                continue
-            values = {
-                "index": FULLTEXT_INDEXES[label],
-                "lucene": search_cypher.scoped_query(lucene, _scope_terms(label, query)),
-                "k": fetch * _oversample(label, query),
-                "limit": fetch,
-            }
-            statement = search_cypher.KEYWORD_SEARCH[label]
-            found.update(_collect(kind, _run(session, statement, {**params, **values}), rows))
-    return found
+    """Lucene's BM25 scores across every kind asked for, each held to the agent's scope, in one
+    statement (one round trip for all kinds)."""
+    query, fetch, online = ask.query, ask.fetch, ask.online
+    parts: list[tuple[str, str]] = []
+    values: dict[str, Any] = {}
+    for kind in query.kinds:
+        label = LABELS[kind]
+        if FULLTEXT_INDEXES[label] not in online:
+            continue
+        parts.append((label, search_cypher.KEYWORD_SEARCH[label]))
+        values[per_label("index", label)] = FULLTEXT_INDEXES[label]
+        values[per_label("lucene", label)] = search_cypher.scoped_query(
+            lucene, _scope_terms(label, query)
+        )
+        depth = _depth(kind, fetch, query)
+        values[per_label("limit", label)] = depth
+        values[per_label("k", label)] = depth * _oversample(label, query)
+    return _run_combined(ask, parts, values, rows)
 
 
 def _vector_search(
     ask: _Ask, vector: list[float], kinds: Sequence[RecallKind], sizing: str, rows: Rows
 ) -> dict[str, float]:
-    """Cosine scores across `kinds` (those asked for): exact over a scope small enough by
-    `sizing`, else the index. `rows` may be shared with another thread: each key is written
-    by one kind only."""
-    query, params, fetch, online = ask.query, ask.params, ask.fetch, ask.online
+    """Cosine scores across `kinds` (those asked for), in one statement: exact over a scope
+    small enough by `sizing`, else the index. `rows` may be shared with another thread: each
+    key is written by one kind only."""
+    query, fetch, online = ask.query, ask.fetch, ask.online
+    size = _scope_size(ask, sizing)
+    parts: list[tuple[str, str]] = []
+    values: dict[str, Any] = {"vector": vector}
+    retry: _Plan | None = None
+    for kind in (k for k in kinds if k in query.kinds):
+        label = LABELS[kind]
+        if VECTOR_INDEXES[label] not in online:
+            continue
+        plan = _vector_plan(kind, size, ask)
+        parts.append((label, plan.statement))
+        values.update(plan.values(label))
+        retry = plan.fallback or retry
+    try:
+        found = _run_combined(ask, parts, values, rows)
+        if retry is not None and len(found) < _depth("episode", fetch, query):
+            # Too few of the channel's best were the agent's own: scan its own instead.
+            found = _run_combined(ask, [(EPISODE, retry.statement)], retry.values(EPISODE), rows)
+        return found
+    except ClientError as exc:
+        # Vectors of another size (the embedder changed): keyword results still stand.
+        log.warning("vector search skipped: %s", exc.message)
+        return {}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one kind is searched by meaning: the statement, its parameters, and what to run
+    instead when it finds too few."""
+
+    statement: str
+    params: dict[str, Any]
+    fallback: _Plan | None = None
+
+    def values(self, label: str) -> dict[str, Any]:
+        return {per_label(name, label): value for name, value in self.params.items()}
+
+
+def _vector_plan(kind: RecallKind, size: dict[str, Any], ask: _Ask) -> _Plan:
+    """Exact cosine over the agent's scope when it is small enough to scan (or over the channel
+    recall is held to), else the tenant-wide index, asked for enough neighbours that the scope
+    filter after it is likely to leave `depth` of them: the agent's share of the index decides."""
+    query, params = ask.query, ask.params
+    label, depth = LABELS[kind], _depth(kind, ask.fetch, query)
+    exact = _Plan(
+        search_cypher.EXACT_VECTOR_SEARCH[label],
+        {"limit": depth, "k": depth * _oversample(label, query)},
+    )
+    scope, indexed = (
+        (size["episodes"], size["all_episodes"])
+        if kind == "episode"
+        else (size["memories"], size["all_memories"])
+    )
+    if kind == "summary" or scope <= EXACT_VECTOR_MAX:  # one current summary per channel
+        return exact
+    channel = int(size.get("channel_episodes") or 0)
+    if kind == "episode" and params["channel_key"] is not None and channel <= EXACT_VECTOR_MAX:
+        whole = _Plan(search_cypher.EXACT_CHANNEL_VECTOR_SEARCH, {"limit": depth})
+        if query.about or query.since or query.until:
+            return whole
+        k = depth * _CHANNEL_OVERSAMPLE
+        first = _Plan(search_cypher.CHANNEL_VECTOR_THEN_SCOPE, {"limit": depth, "k": k})
+        return _Plan(first.statement, first.params, whole if channel > k else None)
+    share = max(scope, 1) / max(indexed, scope, 1)
+    wanted = depth * _oversample(label, query) / share * _INDEX_MARGIN
+    k = min(max(math.ceil(wanted), depth), _MAX_VECTOR_K)
+    return _Plan(
+        search_cypher.VECTOR_SEARCH[label],
+        {"limit": depth, "k": k, "index": VECTOR_INDEXES[label]},
+    )
+
+
+def _depth(kind: RecallKind, fetch: int, query: RecallQuery) -> int:
+    """How many candidates of a kind each retriever returns: messages `fetch` (the context
+    scores need the weaker hits around a strong one), distilled items only as many as the
+    budget could ever take."""
+    return fetch if kind == "episode" else min(fetch, query.limit)
+
+
+def _run_combined(
+    ask: _Ask, parts: list[tuple[str, str]], values: dict[str, Any], rows: Rows
+) -> dict[str, float]:
+    """Run the parts as one statement; each row's score by key, its row kept in `rows`."""
+    if not parts:
+        return {}
+    statement = search_cypher.combined(tuple(parts))
     found: dict[str, float] = {}
     with ask.graph.session(write=False) as session:
-        size = dict(session.run(sizing, params).single(strict=True))
-        for kind in (k for k in kinds if k in query.kinds):
-            label = LABELS[kind]
-            if VECTOR_INDEXES[label] not in online:
-                continue
-            values: dict[str, Any] = {
-                "vector": vector,
-                "limit": fetch,
-                "k": fetch * _oversample(label, query),
-            }
-            statement = _exact_statement(kind, size, in_channel=params["channel_key"] is not None)
-            if statement is None:
-                statement = search_cypher.VECTOR_SEARCH[label]
-                k = min(fetch * _VECTOR_OVERSAMPLE, _MAX_VECTOR_K)
-                values.update(index=VECTOR_INDEXES[label], k=k)
-            try:
-                found.update(_collect(kind, _run(session, statement, {**params, **values}), rows))
-            except ClientError as exc:
-                # Vectors of another size (the embedder changed): keyword results still stand.
-                log.warning("vector search on %s skipped: %s", label, exc.message)
+        for record in session.run(statement, {**ask.params, **values}):
+            kind, row = KINDS[record["label"]], native(record["row"])
+            rows.setdefault(row["key"], (kind, row))
+            found[row["key"]] = float(row["score"])
     return found
 
 
-def _exact_statement(kind: RecallKind, size: dict[str, Any], *, in_channel: bool) -> str | None:
-    """The exact-cosine statement when the scope is small enough to scan, else None (index)."""
-    label = LABELS[kind]
-    if kind == "summary":  # one current summary per channel: always few
-        return search_cypher.EXACT_VECTOR_SEARCH[label]
-    if kind != "episode":
-        small = size["memories"] <= EXACT_VECTOR_MAX
-        return search_cypher.EXACT_VECTOR_SEARCH[label] if small else None
-    if size["episodes"] <= EXACT_VECTOR_MAX:
-        return search_cypher.EXACT_VECTOR_SEARCH[label]
-    if in_channel and (size["channel_episodes"] or 0) <= EXACT_VECTOR_MAX:
-        return search_cypher.EXACT_CHANNEL_VECTOR_SEARCH
-    return None
+def _scope_size(ask: _Ask, sizing: str) -> dict[str, Any]:
+    """How big the agent's scope is (`sizing`'s counts), remembered for SCOPE_SIZE_SECONDS: it
+    only chooses between exact cosine and the index, so a few seconds' staleness costs at most
+    a slightly larger scan."""
+    params = ask.params
+    cache = ask.graph.scope_sizes
+    key = (sizing, params["agent_key"], params["channel_key"])
+    now = time.monotonic()
+    known = cache.get(key)
+    if known is not None and now - known[0] < SCOPE_SIZE_SECONDS:
+        return known[1]
+    with ask.graph.session(write=False) as session:
+        size = dict(session.run(sizing, params).single(strict=True))
+    if len(cache) >= _SCOPE_SIZE_ENTRIES:
+        cache.clear()
+    cache[key] = (now, size)
+    return size
 
 
 def _online_indexes(graph: GraphStore, session: neo4j.Session) -> set[str]:
@@ -316,13 +400,7 @@ def _query_vector(
 
 
 def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return [_native(dict(r)) for r in session.run(statement, params)]
-
-
-def _collect(kind: RecallKind, found: list[dict[str, Any]], rows: Rows) -> dict[str, float]:
-    for row in found:
-        rows.setdefault(row["key"], (kind, row))
-    return {row["key"]: float(row["score"]) for row in found}
+    return [native(dict(r)) for r in session.run(statement, params)]
 
 
 def _neighbours(
@@ -404,7 +482,3 @@ def _recent(session: neo4j.Session, query: RecallQuery, params: dict[str, Any]) 
         )
         for rank, row in enumerate(found, start=1)
     ]
-
-
-def _native(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.to_native() if hasattr(v, "to_native") else v for k, v in row.items()}

@@ -28,6 +28,8 @@ class GraphStore:
     # What recall last learnt of the search indexes, and when (pipeline/graph/search.py), so
     # that it asks the server again only every few seconds.
     index_status: dict[str, Any] = field(default_factory=dict)
+    # The size of agents' search scopes, and when each was read (pipeline/graph/search.py).
+    scope_sizes: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def broken(self) -> bool:
@@ -83,3 +85,13 @@ class GraphStore:
 
     def close(self) -> None:
         self.driver.close()
+
+
+def native(value: Any) -> Any:
+    """A value as the driver returned it, with its temporal values (at any depth of maps and
+    lists) as Python's own."""
+    if isinstance(value, dict):
+        return {k: native(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [native(v) for v in value]
+    return value.to_native() if hasattr(value, "to_native") else value

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from pipeline.graph.cypher.search import MAX_TERMS, lucene_query, scoped_query
+from pipeline.graph.cypher.search import (
+    KEYWORD_SEARCH,
+    MAX_TERMS,
+    combined,
+    lucene_query,
+    per_label,
+    scoped_query,
+)
 from schemas.recall import MAX_LIMIT, RecallItem, RecallQuery
 
 
@@ -101,3 +109,18 @@ def test_a_scoped_query_requires_every_term_at_no_weight_and_the_words_too() -> 
     assert scoped == (
         '+scope:01234567890123456789^0 +scope:98765432109876543210^0 +(aisle seat "aisle seat")'
     )
+
+
+def test_combined_search_names_each_parameter_per_label_and_tags_rows() -> None:
+    parts = (("Episode", KEYWORD_SEARCH["Episode"]), ("Fact", KEYWORD_SEARCH["Fact"]))
+    statement = combined(parts)
+    assert statement.count("UNION ALL") == 1
+    assert "RETURN 'Episode' AS label" in statement and "RETURN 'Fact' AS label" in statement
+    for name in ("index", "lucene", "k"):
+        assert f"${per_label(name, 'Episode')}" in statement
+        assert f"${per_label(name, 'Fact')}" in statement
+        # No bare per-label parameter is left for two parts to share by mistake.
+        assert not re.search(rf"\${name}\b", statement)
+    assert "$limit" in statement and "$agent_key" in statement
+    with pytest.raises(ValueError, match="at least one part"):
+        combined(())

@@ -5,6 +5,7 @@ user text never reaches Lucene's syntax unescaped."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -300,13 +301,59 @@ WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL
   AND {_EPISODE_FILTER}""",
     EPISODE,
 )
+# The same when recall is held to nothing but the channel: the cosine runs over the channel's
+# embedded episodes first, and only its `$k` best are checked against the agent's OBSERVED
+# edges (checking every episode's edges cost as much as the cosines). An agent usually
+# remembers most of a channel it is in; when fewer than `$limit` of the `$k` pass, search.py
+# runs EXACT_CHANNEL_VECTOR_SEARCH instead.
+CHANNEL_VECTOR_THEN_SCOPE: Final = f"""
+MATCH (e:{EPISODE})
+WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL AND e.embedded_with IS NOT NULL
+WITH e, vector.similarity.cosine(e.embedding, $vector) AS score
+ORDER BY score DESC LIMIT $k
+WITH e, score WHERE e.tenant = $tenant AND {observed_by_agent("e")}{_EPISODE_RETURN}"""
+# What each label's search statement returns, so one statement can carry several labels' rows.
+_COLUMNS: Final = {
+    EPISODE: "key id text speaker_label speaker_id created_at channel_key channel_id score",
+    FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
+    COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
+    "channel_id score",
+    SUMMARY: "key text created_at channel_id channel_key score",
+}
+# The parameters that differ between labels; a combined statement names them per label.
+_PER_LABEL = re.compile(r"\$(index|lucene|k|limit)\b")
 
-# How big the agent's scope is, to choose between exact cosine and the vector index. Messages:
-# the agent's episodes (its OBSERVED degree) and, when recall is held to a channel, the
-# channel's (an index count). Distilled memories: its facts and commitments (its KNOWS degree).
+
+def per_label(name: str, label: str) -> str:
+    """The name parameter `name` of `label`'s part takes in a combined statement (as
+    `combined` renames it)."""
+    return f"{name}_{label}"
+
+
+@functools.cache
+def combined(parts: tuple[tuple[str, str], ...]) -> str:
+    """One statement running each (label, statement) part as its own subquery, every row tagged
+    with its label: several searches in one round trip. Each part's `$index`, `$lucene`, `$k`
+    and `$limit` become `per_label(name, label)`; the scope parameters are shared. Labels are
+    the model's constants, never input."""
+    if not parts:
+        raise ValueError("a combined search needs at least one part")
+    branches = []
+    for label, statement in parts:
+        body = _PER_LABEL.sub(rf"$\1_{label}", statement)
+        row = ", ".join(f"{column}: {column}" for column in _COLUMNS[label].split())
+        branches.append(f"CALL () {{{body}}}\nRETURN '{label}' AS label, {{{row}}} AS row")
+    return "\nUNION ALL\n".join(branches)
+
+
+# How big the agent's scope is, to choose between exact cosine and the vector index, and how
+# big the index is. Messages: the agent's episodes (its OBSERVED degree), when recall is held to
+# a channel the channel's (an index count), and all episodes (the label's count, kept by the
+# store). Distilled memories: its facts and commitments (its KNOWS degree), and all of them.
 EPISODE_SCOPE_SIZE: Final = f"""
 OPTIONAL MATCH (a:{AGENT_NODE} {{key: $agent_key}})
-RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
+CALL () {{ MATCH (n:{EPISODE}) RETURN count(n) AS all_episodes }}
+RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes, all_episodes,
        CASE WHEN $channel_key IS NULL THEN NULL
             ELSE COUNT {{
               MATCH (e:{EPISODE})
@@ -316,7 +363,9 @@ RETURN COUNT {{ (a)-[:{OBSERVED}]->() }} AS episodes,
 """
 MEMORY_SCOPE_SIZE: Final = f"""
 OPTIONAL MATCH (a:{AGENT_NODE} {{key: $agent_key}})
-RETURN COUNT {{ (a)-[:{KNOWS}]->() }} AS memories
+CALL () {{ MATCH (n:{FACT}) RETURN count(n) AS facts }}
+CALL () {{ MATCH (n:{COMMITMENT}) RETURN count(n) AS commitments }}
+RETURN COUNT {{ (a)-[:{KNOWS}]->() }} AS memories, facts + commitments AS all_memories
 """
 
 # The search indexes and their states (only an ONLINE one can be queried).
