@@ -88,6 +88,8 @@ _SCOPE_SIZE_ENTRIES: Final = 10_000
 # is likely to leave the depth needed (the agent's share of the index decides), at most
 # _MAX_VECTOR_K.
 EXACT_VECTOR_MAX: Final = 2000
+# Recall held to a channel of up to this many episodes scans the channel exactly instead.
+EXACT_CHANNEL_MAX: Final = EXACT_VECTOR_MAX
 # The channel's best this many times deeper than needed are checked for the agent's own.
 _CHANNEL_OVERSAMPLE: Final = 2
 _MAX_VECTOR_K: Final = 1000
@@ -241,7 +243,8 @@ def _vector_search(
         found = _run_combined(ask, parts, values, rows)
         if retry is not None and len(found) < _depth("episode", fetch, query):
             # Too few of the channel's best were the agent's own: scan its own instead.
-            found = _run_combined(ask, [(EPISODE, retry.statement)], retry.values(EPISODE), rows)
+            again = {"vector": vector, **retry.values(EPISODE)}
+            found = _run_combined(ask, [(EPISODE, retry.statement)], again, rows)
         return found
     except ClientError as exc:
         # Vectors of another size (the embedder changed): keyword results still stand.
@@ -280,7 +283,7 @@ def _vector_plan(kind: RecallKind, size: dict[str, Any], ask: _Ask) -> _Plan:
     if kind == "summary" or scope <= EXACT_VECTOR_MAX:  # one current summary per channel
         return exact
     channel = int(size.get("channel_episodes") or 0)
-    if kind == "episode" and params["channel_key"] is not None and channel <= EXACT_VECTOR_MAX:
+    if kind == "episode" and params["channel_key"] is not None and channel <= EXACT_CHANNEL_MAX:
         whole = _Plan(search_cypher.EXACT_CHANNEL_VECTOR_SEARCH, {"limit": depth})
         if query.about or query.since or query.until:
             return whole
