@@ -111,4 +111,3 @@ def test_a_late_joiner_of_a_large_agents_channel_finds_what_it_saw(
     assert late == {f"m-{BEFORE + i}" for i in range(len(AFTER))}
     early = seen(graph, embedder, tenant, EARLY["id"])
     assert len(early) == 10 and all(int(m.split("-")[1]) < BEFORE for m in early)
-
