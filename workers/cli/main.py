@@ -1,5 +1,5 @@
-"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, demo,
-serve.
+"""The `memsync` command line: worker, emit, graph, recall, dlq, trust, spool, services, health,
+demo, serve.
 
 Every failure ends as one line on stderr (`memsync: ...`, never a traceback nor a password) and
 a non-zero exit: 1 the operation failed or is incomplete, 2 bad usage, input or settings,
@@ -42,6 +42,7 @@ from workers.cli.errors import (
     redact_url,
 )
 from workers.cli.graph import add_graph_commands
+from workers.cli.health import add_health_command
 from workers.cli.progress import ProgressBar
 from workers.cli.replay import parse_duration, replay
 from workers.local import localstack
@@ -129,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     services = sub.add_parser("services", help="local Redis and Neo4j on loopback")
     services.add_argument("action", choices=["install", "up", "down", "status"])
     services.set_defaults(handler=_services)
+
+    add_health_command(sub)
 
     stats = sub.add_parser("stats", help="pipeline counters")
     stats.add_argument("--json", action="store_true")
