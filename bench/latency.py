@@ -26,6 +26,7 @@ import json
 import math
 import multiprocessing
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -103,6 +104,25 @@ def _statement_names() -> dict[str, str]:
     return names
 
 
+_PART_LABEL = re.compile(r"RETURN '(\w+)' AS label")
+
+
+def _combined_name(statement: str) -> str:
+    """A name for a statement built at run time: a combined search is named by how its first
+    part searches and the labels it covers; anything else by its opening words."""
+    labels = _PART_LABEL.findall(statement)
+    if not labels:
+        return " ".join(statement.split())[:48]
+    how = (
+        "fulltext"
+        if "fulltext.queryNodes" in statement
+        else "vector index"
+        if "vector.queryNodes" in statement
+        else "exact cosine"
+    )
+    return f"search.combined {how} [{'+'.join(labels)}]"
+
+
 @dataclass
 class Timings:
     """Wall time per statement (run and fetch every record), and the slowest call's params."""
@@ -142,7 +162,7 @@ class _TimedSession:
         started = time.perf_counter()
         records = list(self._session.run(statement, params))
         ms = (time.perf_counter() - started) * 1000
-        name = self._names.get(statement, " ".join(statement.split())[:48])
+        name = self._names.get(statement) or _combined_name(statement)
         self._timings.ms.setdefault(name, []).append(ms)
         if ms > self._timings.slowest.get(name, (0.0, "", {}))[0]:
             self._timings.slowest[name] = (ms, statement, params)
@@ -167,7 +187,14 @@ class TimedGraph(GraphStore):
                 with GraphStore.session(outer, write=write, fetch_size=fetch_size) as session:
                     yield _TimedSession(session, timings, names)  # type: ignore[misc]
 
-        return _Store(driver=self.driver, database=self.database, health=self.health)
+        # The same caches as the untimed store, so the timed pass runs what a real call runs.
+        return _Store(
+            driver=self.driver,
+            database=self.database,
+            health=self.health,
+            index_status=self.index_status,
+            scope_sizes=self.scope_sizes,
+        )
 
 
 def profile(graph: GraphStore, statement: str, params: dict[str, Any]) -> list[str]:
