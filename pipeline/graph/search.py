@@ -288,8 +288,11 @@ def _vector_plan(kind: RecallKind, size: dict[str, Any], ask: _Ask) -> _Plan:
         if query.about or query.since or query.until:
             return whole
         k = depth * _CHANNEL_OVERSAMPLE
-        first = _Plan(search_cypher.CHANNEL_VECTOR_THEN_SCOPE, {"limit": depth, "k": k})
-        return _Plan(first.statement, first.params, whole if channel > k else None)
+        return _Plan(
+            search_cypher.CHANNEL_VECTOR_THEN_SCOPE,
+            {"limit": depth, "k": k},
+            whole if channel > k else None,
+        )
     share = max(scope, 1) / max(indexed, scope, 1)
     wanted = depth * _oversample(label, query) / share * _INDEX_MARGIN
     k = min(max(math.ceil(wanted), depth), _MAX_VECTOR_K)
