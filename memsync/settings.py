@@ -91,8 +91,9 @@ class Settings(BaseSettings):
     neo4j_retry_seconds: float = Field(default=30.0, ge=0)
     neo4j_connect_timeout: float = Field(default=10.0, gt=0)
 
-    # Read side. `none` turns embeddings off: recall is then keyword-only.
-    embedder: Literal["wordllama", "none"] = "wordllama"
+    # Read side: `minilm` (a transformer, about 80 texts/s), `wordllama` (static, thousands a
+    # second, weaker meaning) or `none` (embeddings off: recall is then keyword-only).
+    embedder: Literal["minilm", "wordllama", "none"] = "minilm"
     embed_batch: int = Field(default=256, ge=1, le=4096)
     # Whether facts and commitments learnt in a direct message may surface in a group channel's
     # context: `never` (the default), or `same_people` (only when everyone present was in the DM).

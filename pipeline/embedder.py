@@ -144,4 +144,8 @@ def make_embedder(settings: Settings) -> Embedder | None:
     """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off."""
     if settings.embedder == "none":
         return None
-    return WordLlamaEmbedder()
+    if settings.embedder == "wordllama":
+        return WordLlamaEmbedder()
+    from pipeline.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()

@@ -134,6 +134,48 @@ def require_vector_indexes(graph: GraphStore, dimensions: int) -> None:
         listed = ", ".join(f"{name} has {dims}" for name, dims in sorted(wrong.items()))
         raise ConfigurationError(
             f"vector indexes built for other dimensions than the embedder's {dimensions} "
-            f"({listed}); drop them and their vectors, or set MEMSYNC_EMBEDDER to the model "
-            "they were built with"
+            f"({listed}); run `memsync graph reembed` to move to this embedder, or set "
+            "MEMSYNC_EMBEDDER to the model they were built with"
         )
+
+
+@dataclass(frozen=True)
+class Reembedding:
+    """What `reembed` changed: indexes rebuilt for the new dimensions, nodes queued per label."""
+
+    dropped: tuple[str, ...]
+    requeued: dict[str, int]
+
+
+def reembed(graph: GraphStore, embedder: Embedder, batch: int = 10_000) -> Reembedding:
+    """Move the graph to another embedding model: vector indexes of other dimensions are dropped
+    and made again at the embedder's, and every node embedded by another model loses its vector
+    and waits for the embed workers (keyword recall still finds it meanwhile). Idempotent."""
+    found = vector_index_dimensions(graph)
+    dropped = tuple(
+        sorted(
+            name
+            for name in VECTOR_INDEXES.values()
+            if name in found and (found[name] is None or int(found[name]) != embedder.dimensions)
+        )
+    )
+    with graph.session() as session:
+        # Schema changes cannot share a transaction with each other in Neo4j.
+        for name in dropped:
+            session.run(embed_cypher.drop_vector_index(name)).consume()
+        for statement in vector_index_statements(embedder.dimensions):
+            session.run(statement).consume()
+    model = embedder.model
+    requeued: dict[str, int] = {}
+    for label, statement in embed_cypher.REQUEUE.items():
+
+        def write(tx: neo4j.ManagedTransaction, statement: str = statement) -> int:
+            record = tx.run(statement, model=model, limit=batch).single(strict=True)
+            return int(record["requeued"])
+
+        total = 0
+        with graph.session() as session:
+            while moved := session.execute_write(write):
+                total += moved
+        requeued[label] = total
+    return Reembedding(dropped, requeued)

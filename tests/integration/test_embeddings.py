@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,63 @@ def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(
     assert record["model"] != "test-model"
 
 
-def test_vector_indexes_of_another_dimension_count_are_refused(graph: GraphStore) -> None:
-    require_vector_indexes(graph, 256)
+def test_vector_indexes_of_another_dimension_count_are_refused(
+    graph: GraphStore, settings: Settings
+) -> None:
+    embedder = make_embedder(settings)
+    assert embedder is not None
+    require_vector_indexes(graph, embedder.dimensions)
     with pytest.raises(ConfigurationError, match="other dimensions than the embedder's 128"):
         require_vector_indexes(graph, 128)
+
+
+def test_reembed_moves_vectors_of_another_model_to_this_one(
+    worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
+) -> None:
+    embedder = make_embedder(settings)
+    assert embedder is not None
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in _turns(tenant)))
+    done = _cli(settings, "emit", str(path), "--wait", "--timeout", "180")
+    assert done.returncode == 0, done.stderr
+    keys = [episode_key(tenant, "ch-dm", f"m-{i}") for i in range(len(SAID))]
+    # As if an older model had embedded them: same size, another space.
+    with graph.session() as session:
+        session.run(
+            "UNWIND $keys AS key MATCH (e:Episode {key: key}) "
+            "SET e.embedded_with = 'older-model', e.embedding = $vector",
+            keys=keys,
+            vector=[1.0] + [0.0] * (embedder.dimensions - 1),
+        ).consume()
+
+    moved = _cli(settings, "graph", "reembed")
+    assert moved.returncode == 0, moved.stderr
+    assert f"queued for {embedder.model}: Episode " in moved.stdout
+    assert "dropped" not in moved.stdout  # the indexes already have these dimensions
+    with graph.session(write=False) as session:
+        models = session.run(
+            "UNWIND $keys AS key MATCH (e:Episode {key: key}) "
+            "RETURN collect(e.embedded_with) AS models",
+            keys=keys,
+        ).single(strict=True)
+    # Either still waiting (no vector at all) or already redone by the embed worker.
+    assert set(models["models"]) <= {embedder.model}
+
+    # The embed worker's own periodic kick picks them up: no new turn is needed.
+    deadline = time.monotonic() + 120
+    while pending_for_episodes(graph, keys) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the embed worker's backlog, bounded by the deadline
+    assert pending_for_episodes(graph, keys) == 0
+    with graph.session(write=False) as session:
+        rows = list(
+            session.run(
+                "UNWIND $keys AS key MATCH (e:Episode {key: key}) "
+                "RETURN e.embedded_with AS model, e.embedding[0] AS first",
+                keys=keys,
+            )
+        )
+    assert {r["model"] for r in rows} == {embedder.model}
+    assert all(r["first"] != 1.0 for r in rows)
+    again = _cli(settings, "graph", "reembed")
+    assert again.returncode == 0, again.stderr
+    assert "Episode 0," in again.stdout  # nothing left from another model

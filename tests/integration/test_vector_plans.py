@@ -60,8 +60,9 @@ def turn(tenant: str, n: int, text: str, agents: list[dict[str, Any]]) -> dict[s
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    made = make_embedder(Settings(embedder="wordllama"))
+def embedder(settings: Settings) -> Embedder:
+    # The session's own model: its embed worker may store some of these vectors first.
+    made = make_embedder(settings)
     assert made is not None
     return made
 

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from memsync.settings import Settings
 from pipeline.embedder import make_embedder
 from pipeline.graph import directory
-from pipeline.graph.embeddings import require_vector_indexes
+from pipeline.graph.embeddings import reembed, require_vector_indexes
 from pipeline.graph.model import TRUST_KINDS
 from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.schema import init_schema
@@ -57,6 +57,10 @@ def add_graph_commands(sub: Any) -> None:
     graph_sub.add_parser("init", help="create constraints and indexes (idempotent)").set_defaults(
         handler=_graph_init
     )
+    graph_sub.add_parser(
+        "reembed",
+        help="move to the configured embedder: rebuild vector indexes, queue old vectors again",
+    ).set_defaults(handler=_graph_reembed)
 
     rec = sub.add_parser("recall", help="what an agent remembers (search with --query)")
     rec.add_argument("--agent", required=True, help="agent participant id")
@@ -132,6 +136,18 @@ def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
         # An index left from another model is not replaced by IF NOT EXISTS: say so now.
         require_vector_indexes(runtime.graph(), embedder.dimensions)
         print(f"vector indexes: {embedder.dimensions} dimensions ({embedder.model})")
+    return 0
+
+
+def _graph_reembed(args: argparse.Namespace, settings: Settings) -> int:
+    embedder = make_embedder(settings)
+    if embedder is None:
+        return _refuse("MEMSYNC_EMBEDDER=none: there is no model to re-embed with")
+    done = reembed(runtime.graph(), embedder)
+    for name in done.dropped:
+        print(f"dropped {name} (other dimensions); made again at {embedder.dimensions}")
+    queued = ", ".join(f"{label} {count}" for label, count in done.requeued.items())
+    print(f"queued for {embedder.model}: {queued}; embed workers (--queues embed) catch up")
     return 0
 
 

@@ -88,3 +88,25 @@ MATCH (e:{EPISODE} {{key: key}})
 OPTIONAL MATCH (m)-[:{EVIDENCE}]->(e) WHERE m.embed_pending = true
 RETURN count(DISTINCT CASE WHEN e.embed_pending = true THEN e END) + count(DISTINCT m) AS pending
 """
+
+
+def drop_vector_index(name: str) -> str:
+    """DROP INDEX for one of the vector indexes (names are the model's constants, never input)."""
+    if name not in VECTOR_INDEXES.values():
+        raise ValueError(f"not a memsync vector index: {name!r}")
+    return f"DROP INDEX {name} IF EXISTS"
+
+
+def _requeue(label: str) -> str:
+    # The old vector goes with the mark: it lives in another model's space, so until the new
+    # one is stored the node is found by keyword only, never by a meaningless cosine.
+    return (
+        f"MATCH (n:{label}) WHERE n.embedded_with IS NOT NULL AND n.embedded_with <> $model "
+        "WITH n LIMIT $limit "
+        "REMOVE n.embedding, n.embedded_with SET n.embed_pending = true "
+        "RETURN count(n) AS requeued"
+    )
+
+
+# Up to $limit nodes of one label embedded by another model than $model, queued again.
+REQUEUE: Final = {label: _requeue(label) for label in EMBEDDED_LABELS}

