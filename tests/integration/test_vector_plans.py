@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, make_embedder
+from pipeline.embedder import Embedder, WordLlamaEmbedder, make_embedder
 from pipeline.extract import RulesExtractor
 from pipeline.graph import search
 from pipeline.graph.embeddings import EMBEDDED_LABELS, embed_pending
@@ -112,3 +112,24 @@ def test_a_late_joiner_of_a_large_agents_channel_finds_what_it_saw(
     assert late == {f"m-{BEFORE + i}" for i in range(len(AFTER))}
     early = seen(graph, embedder, tenant, EARLY["id"])
     assert len(early) == 10 and all(int(m.split("-")[1]) < BEFORE for m in early)
+
+
+def test_an_embedder_of_another_size_leaves_keyword_recall_standing(
+    graph: GraphStore, embedder: Embedder, tenant: str
+) -> None:
+    """After MEMSYNC_EMBEDDER changed and before `memsync graph reembed`: the query vector
+    has another size than the stored ones, on the exact and on the index plan alike."""
+    other = WordLlamaEmbedder()
+    assert other.dimensions != embedder.dimensions
+    for exact_max in (search.EXACT_VECTOR_MAX, 2):
+        graph.scope_sizes.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(search, "EXACT_VECTOR_MAX", exact_max)
+            ask = RecallQuery(
+                tenant=tenant, agent_id=EARLY["id"], query="hotel invoice", mode="hybrid"
+            )
+            hybrid = recall(graph, ask, embedder=other, dm_policy="never")
+            keyword = recall(
+                graph, ask.model_copy(update={"mode": "keyword"}), embedder=other, dm_policy="never"
+            )
+        assert hybrid and [i.key for i in hybrid] == [i.key for i in keyword]
