@@ -33,7 +33,8 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:worker:{h}:staging     | hash       | staging list key -> the queue key it pops from |
 | memsync:worker:{h}:staging:{q} | list       | items moved from queue q, not yet in unacked   |
 | memsync:embed:kick             | string     | an embed task was sent lately (expires)        |
-| memsync:embed:lock             | string     | the embed task draining the backlog (expires)  |
+| memsync:embed:lock:{n}         | string     | the embed task holding lease slot n (expires)  |
+| memsync:embed:claim:{k}        | string     | a drain embeds graph node k now (expires)      |
 | memsync:embed:workers          | string     | an embed worker runs; expires unless renewed   |
 | memsync:fold:lock:{a}:{c}      | string     | the fold of agent a's summary of channel c     |
 | memsync:fold:check:{a}:{c}     | string     | a fold check was sent lately (expires)         |
@@ -41,6 +42,7 @@ unless they are composed from several ids themselves (see `turn_ref`).
 
 `turn_ref` is `escape(tenant) + "/" + escape(event_id)`; plain ids read as "acme/evt-7f3a".
 `{h}` is `escape(holder id)` (workers/worker/heartbeat.py), `{q}` is `escape(queue list key)`.
+`{n}` is a slot number below MEMSYNC_EMBED_DRAINERS, `{k}` is `escape(node graph key)`.
 `{a}` and `{c}` are `escape(agent graph key)` and `escape(channel graph key)` (tenant-qualified).
 """
 
@@ -132,12 +134,22 @@ def worker_staging(holder: str, queue_key: str) -> str:
     return _key("worker", escape(holder), "staging", escape(queue_key))
 
 
-# The embedding backlog (workers/worker/embedding.py): kicks are deduplicated, one task drains at a
-# time, and kicks are only sent while some worker consumes the embed queue.
+# The embedding backlog (workers/worker/embedding.py): kicks are deduplicated, at most
+# MEMSYNC_EMBED_DRAINERS tasks drain at once (one lease slot each), each embedding only the nodes
+# it claimed, and kicks are only sent while some worker consumes the embed queue.
 
 EMBED_KICK = _key("embed", "kick")
-EMBED_LOCK = _key("embed", "lock")
 EMBED_WORKERS = _key("embed", "workers")
+
+
+def embed_lock(slot: int) -> str:
+    """String: the token of the drain holding this lease slot; expires by itself."""
+    return _key("embed", "lock", str(int(slot)))
+
+
+def embed_claim(node_key: str) -> str:
+    """String: a drain is embedding this graph node now; expires by itself."""
+    return _key("embed", "claim", escape(node_key))
 
 
 FIXED_KEYS = (
@@ -151,7 +163,6 @@ FIXED_KEYS = (
     HOLDERS,
     HOLDER_SWEEP_LOCK,
     EMBED_KICK,
-    EMBED_LOCK,
     EMBED_WORKERS,
 )
 

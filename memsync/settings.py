@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     # second, weaker meaning) or `none` (embeddings off: recall is then keyword-only).
     embedder: Literal["minilm", "wordllama", "none"] = "minilm"
     embed_batch: int = Field(default=256, ge=1, le=4096)
+    # How many embed tasks may drain the backlog at once, across the cluster (each claims the
+    # nodes it embeds): one per embed worker process is the useful most.
+    embed_drainers: int = Field(default=8, ge=1, le=256)
     # Whether facts and commitments learnt in a direct message may surface in a group channel's
     # context: `never` (the default), or `same_people` (only when everyone present was in the DM).
     dm_memory_policy: Literal["never", "same_people"] = "never"

@@ -6,7 +6,7 @@ transaction function may be run again by the driver and must never wait on a mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,9 +75,29 @@ def store(
         return session.execute_write(write)
 
 
-def embed_pending(graph: GraphStore, embedder: Embedder, label: str, limit: int) -> tuple[int, int]:
-    """Embed and store one batch of `label`'s backlog; returns (nodes read, nodes stored)."""
-    nodes = pending(graph, label, limit)
+Claim = Callable[[Sequence[str], int], Sequence[str]]
+
+
+def embed_pending(
+    graph: GraphStore,
+    embedder: Embedder,
+    label: str,
+    limit: int,
+    claim: Claim | None = None,
+    *,
+    page: int = 0,
+) -> tuple[int, int]:
+    """Embed and store one batch of `label`'s backlog; returns (nodes taken, nodes stored).
+
+    With `claim` (keys, most -> the keys this caller may take, in order), nodes another drain
+    holds are left to it: `page` nodes are read (enough for every drain's batch and this one's)
+    and up to `limit` of them claimed."""
+    if claim is None:
+        nodes = pending(graph, label, limit)
+    else:
+        read = pending(graph, label, max(page, limit))
+        taken = set(claim([n.key for n in read], limit)) if read else set()
+        nodes = [n for n in read if n.key in taken]
     if not nodes:
         return 0, 0
     vectors = embedder.embed([n.embed_text for n in nodes])

@@ -5,11 +5,14 @@ path, on their own queue (MEMSYNC_EMBEDDER=none turns all of it off).
   KICK_SECONDS across all workers, and only while some worker consumes the embed queue.
 - Every worker consuming the embed queue kicks itself every SWEEP_SECONDS (EmbedStep), so a kick
   lost with a broker or a worker is only a delay; it also says the queue has a consumer.
-- The embed task drains the backlog in batches of MEMSYNC_EMBED_BATCH under a Redis lease, so
-  only one task drains at a time: two embed workers do the same batch twice only when a lease
-  expires mid-batch (a batch that took over LEASE_SECONDS, or a worker killed mid-batch), at most
-  one batch per expiry, and the store is idempotent. A run is bounded (RUN_SECONDS) and re-sends
-  itself while a backlog remains.
+- The embed task drains the backlog in batches of MEMSYNC_EMBED_BATCH under one of
+  MEMSYNC_EMBED_DRAINERS Redis lease slots, so at most that many tasks drain at once (a
+  transformer embeds about 80 texts a second a process: one drain would cap the cluster there).
+  Drains at once take apart: each reads a page of the backlog and embeds only the nodes it
+  claimed in Redis (`claimer`). A node is embedded twice only when its claim expires mid-batch
+  (a batch that took over LEASE_SECONDS, or a worker killed mid-batch), and the store is
+  idempotent. A run is bounded (RUN_SECONDS) and re-sends itself while a backlog remains; a run
+  that found everything claimed by others leaves the re-check to them.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 from celery import Celery, Task, bootsteps, shared_task
 from redis.exceptions import LockError
+from redis.lock import Lock
 
 from memsync import keys
 from memsync.settings import EMBED_QUEUE, Settings
@@ -33,6 +37,7 @@ from pipeline.embedder import Embedder, make_embedder
 from pipeline.errors import RetryableError
 from pipeline.graph.embeddings import (
     EMBEDDED_LABELS,
+    Claim,
     backlog,
     embed_pending,
     require_vector_indexes,
@@ -97,6 +102,33 @@ def send_embed(app: Celery) -> None:
     app.send_task("memsync.embed", queue=EMBED_QUEUE)
 
 
+# Claims up to ARGV[1] of KEYS (in order) that no other drain holds, each for ARGV[2] seconds;
+# returns the positions claimed. One round trip for a whole page.
+CLAIM_LUA = """
+local taken = {}
+local most = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  if #taken >= most then break end
+  if redis.call('SET', key, ARGV[3], 'NX', 'EX', ARGV[2]) then
+    taken[#taken + 1] = i - 1
+  end
+end
+return taken
+"""
+
+
+def claimer(client: redis.Redis, token: str) -> Claim:
+    """Claims graph nodes in Redis for one drain, so that drains at once embed apart; a claim
+    outlives a killed drain by at most LEASE_SECONDS."""
+
+    def claim(node_keys: Sequence[str], most: int) -> list[str]:
+        names = [keys.embed_claim(k) for k in node_keys]
+        positions = client.eval(CLAIM_LUA, len(names), *names, most, LEASE_SECONDS, token)
+        return [node_keys[int(p)] for p in positions]
+
+    return claim
+
+
 def drain(
     graph: GraphStore,
     embedder: Embedder,
@@ -104,11 +136,15 @@ def drain(
     *,
     run_seconds: float = RUN_SECONDS,
     renew: Callable[[], object] = lambda: None,
+    claim: Claim | None = None,
+    drainers: int = 1,
 ) -> tuple[int, int, bool]:
     """Embed the backlog label by label, one transaction per batch, for at most run_seconds.
 
     Returns (read, stored, more): `more` when it stopped with work left. `renew` is called
-    after every batch (the lease); if it raises, draining stops.
+    after every batch (the lease); if it raises, draining stops. With `claim`, only nodes this
+    drain claimed are embedded (others drain the rest): each batch reads a page big enough for
+    all `drainers` batches and one more, so the last drain to come still finds its own.
     """
     deadline = time.monotonic() + run_seconds
     read = stored = 0
@@ -116,14 +152,28 @@ def drain(
         while True:
             if time.monotonic() > deadline:
                 return read, stored, True
-            got, done = embed_pending(graph, embedder, label, batch)
+            got, done = embed_pending(
+                graph, embedder, label, batch, claim, page=batch * (drainers + 1)
+            )
             read, stored = read + got, stored + done
             renew()
-            # A short batch ends the label; one where nothing could be stored (every node
-            # changed while it was embedded) is left for the next run rather than spun on.
-            if got < batch or done == 0:
+            # Nothing left to take ends the label (what others hold is theirs), and so does a
+            # batch where nothing could be stored (every node changed while it was embedded):
+            # it is left for the next run rather than spun on.
+            if got == 0 or done == 0 or (claim is None and got < batch):
                 break
     return read, stored, False
+
+
+def _lease(client: redis.Redis, slots: int) -> Lock | None:
+    """A free lease slot of the `slots` that bound how many drains run at once, or None."""
+    for slot in range(slots):
+        lease: Lock = client.lock(
+            keys.embed_lock(slot), timeout=LEASE_SECONDS, blocking=False, thread_local=False
+        )
+        if lease.acquire():
+            return lease
+    return None
 
 
 @shared_task(name="memsync.embed", bind=True, ignore_result=True)
@@ -134,14 +184,19 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
     if embedder is None:
         return {"read": 0, "stored": 0}
     client = runtime.redis_client()
-    lease = client.lock(keys.EMBED_LOCK, timeout=LEASE_SECONDS, blocking=False, thread_local=False)
-    if not lease.acquire():
-        return {"read": 0, "stored": 0, "busy": 1}  # the holder re-checks after it lets go
+    lease = _lease(client, settings.embed_drainers)
+    if lease is None:
+        return {"read": 0, "stored": 0, "busy": 1}  # the holders re-check after they let go
     read = stored = 0
     more = False
     try:
         read, stored, more = drain(
-            runtime.graph(), embedder, settings.embed_batch, renew=lease.reacquire
+            runtime.graph(),
+            embedder,
+            settings.embed_batch,
+            renew=lease.reacquire,
+            claim=claimer(client, self.request.id or "embed"),
+            drainers=settings.embed_drainers,
         )
     except LockError as exc:
         log.warning("embed lease lost mid-run (%s); another run takes over", exc)
@@ -152,8 +207,9 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
     finally:
         with contextlib.suppress(LockError):
             lease.release()
-    # Checked after letting go, so a kick dropped while this run held the lease is not lost.
-    if more or any(backlog(runtime.graph()).values()):
+    # Checked after letting go, so a kick dropped while this run held the lease is not lost. A
+    # run that took nothing (others hold it all) leaves this to them, or runs would spin.
+    if more or (read and any(backlog(runtime.graph()).values())):
         send_embed(self.app)
     if read:
         with contextlib.suppress(Exception):  # counters are for operators only

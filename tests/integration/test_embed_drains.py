@@ -1,0 +1,121 @@
+"""Several embed drains at once, on a real Redis and Neo4j: they claim apart (no node embedded by
+two of them), a claim expires by itself, lease slots bound how many run, and together they
+leave nothing pending."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+import redis
+
+from memsync import keys
+from memsync.settings import Settings
+from pipeline.embedder import Embedder, make_embedder
+from pipeline.graph.embeddings import pending_for_episodes
+from pipeline.graph.store import GraphStore
+from workers.worker import embedding
+from workers.worker.embedding import LEASE_SECONDS, claimer, drain
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    yield c
+    c.close()
+
+
+def test_two_claimers_on_one_page_take_apart(client: redis.Redis) -> None:
+    page = [f"t:episode:c:m-{i}" for i in range(10)]
+    first = claimer(client, "drain-a")(page, 4)
+    second = claimer(client, "drain-b")(page, 4)
+    assert first == page[:4]
+    assert second == page[4:8]
+    # What is left is the last two, whatever the most asked.
+    assert claimer(client, "drain-c")(page, 10) == page[8:]
+    assert claimer(client, "drain-d")(page, 10) == []
+    ttl = client.ttl(keys.embed_claim(page[0]))
+    assert 0 < ttl <= LEASE_SECONDS
+    assert client.get(keys.embed_claim(page[5])) == b"drain-b"
+    client.delete(keys.embed_claim(page[0]))  # as when the claim expires
+    assert claimer(client, "drain-d")(page, 10) == [page[0]]
+
+
+def test_lease_slots_bound_the_drains_at_once(client: redis.Redis) -> None:
+    held = [embedding._lease(client, 2), embedding._lease(client, 2)]
+    assert all(lease is not None for lease in held)
+    assert embedding._lease(client, 2) is None
+    assert held[0] is not None
+    held[0].release()
+    again = embedding._lease(client, 2)
+    assert again is not None
+    for lease in (again, held[1]):
+        assert lease is not None
+        lease.release()
+
+
+class Recording:
+    """The session's embedder, remembering every text it was given."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+def test_drains_at_once_embed_apart_and_leave_nothing_pending(
+    graph: GraphStore, settings: Settings, client: redis.Redis
+) -> None:
+    tenant = f"d{uuid.uuid4().hex[:12]}"
+    node_keys = [f"{tenant}:episode:ch:m-{i}" for i in range(48)]
+    with graph.session() as session:
+        session.run(
+            "UNWIND range(0, size($keys) - 1) AS i "
+            "CREATE (:Episode {key: $keys[i], tenant: $tenant, "
+            "content: 'message number ' + toString(i) + ' of ' + $tenant, "
+            "speaker_label: 'Devon (@devon)', embed_pending: true})",
+            keys=node_keys,
+            tenant=tenant,
+        ).consume()
+    made = make_embedder(settings)
+    assert made is not None
+    drains = [Recording(made), Recording(made)]
+
+    def run(recording: Recording, token: str) -> None:
+        while True:
+            read, _, _ = drain(
+                graph, recording, 8, claim=claimer(client, token), drainers=2, run_seconds=60
+            )
+            if not read:
+                return
+
+    threads = [threading.Thread(target=run, args=(d, f"drain-{n}")) for n, d in enumerate(drains)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not any(thread.is_alive() for thread in threads)
+
+    ours = [[t for t in d.texts if tenant in t] for d in drains]
+    # Each of this tenant's messages was embedded by one drain only (the session's own embed
+    # worker may have taken some too), and both drains did part of the work.
+    assert not set(ours[0]) & set(ours[1])
+    assert len(ours[0]) == len(set(ours[0])) and len(ours[1]) == len(set(ours[1]))
+    assert all(ours)
+    assert pending_for_episodes(graph, node_keys) == 0
