@@ -330,13 +330,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def settle(graph: GraphStore, pid: int, quiet: float = 0.1, limit: float = 600.0) -> float:
-    """Checkpoint, then wait until Neo4j uses under `quiet` of a core for 3 s running, so that
-    the timed queries do not share the machine with what loading left behind (index merges,
-    page flushes, GC). Seconds waited; gives up after `limit`."""
+def settle(pid: int, quiet: float = 0.1, limit: float = 600.0) -> float:
+    """Wait until Neo4j uses under `quiet` of a core for 3 s running, so that the timed queries
+    do not share the machine with what loading left behind (index merges, page flushes, GC).
+    Seconds waited; gives up after `limit`. (Embedded Community has no db.checkpoint().)"""
     started = time.perf_counter()
-    with graph.session() as session:
-        session.run("CALL db.checkpoint()").consume()
     calm = 0
     while calm < 3 and time.perf_counter() - started < limit:
         before, at = _cpu_seconds(pid), time.perf_counter()
@@ -562,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             with graph.session() as session:
                 session.run(bulk_cypher.AWAIT_INDEXES, seconds=3600).consume()
             online_s = time.perf_counter() - started
-            settle_s = settle(graph, neo.process.pid)
+            settle_s = settle(neo.process.pid)
             say(f"indexes online in {online_s:.1f} s; Neo4j settled in {settle_s:.1f} s")
             queries = asks(tenant, corpus, args.queries, rng_seed)
             warm = asks(tenant, corpus, WARMUP, rng_seed + size)
