@@ -158,3 +158,12 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = services.start_redis("127.0.0.1", port, tmp_path_factory.mktemp("module-redis"))
     yield f"redis://127.0.0.1:{port}/0"
     server.stop()
+
+
+@pytest.fixture()
+def fresh_redis(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the module's own Redis, emptied before each test."""
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    yield c
+    c.close()

@@ -29,11 +29,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url)
-    c.flushdb()
-    yield c
-    c.close()
+def client(fresh_redis: redis.Redis) -> redis.Redis:
+    return fresh_redis
 
 
 @pytest.fixture()
