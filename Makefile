@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: chaos chaos-test install deps services-up services-down services-status test unit integration lint typecheck check demo bench clean
+.PHONY: chaos chaos-test install deps services-up services-down services-status browser test unit integration lint typecheck check manifests demo bench clean
 
 $(STAMP): pyproject.toml deploy/requirements-model.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,14 +29,18 @@ services-down: install
 services-status: install
 	$(BIN)/memsync services status
 
+## browser: Debian's chromium and chromium-driver, for the inspector's browser test (idempotent)
+browser: install
+	$(BIN)/python -c 'from workers.local.services import ensure_chromium; ensure_chromium()'
+
 ## test: lint, types, unit tests, then integration tests on real Redis, Neo4j and Celery workers
-test: deps lint typecheck
+test: deps browser lint typecheck
 	$(BIN)/pytest
 
 unit: install
 	$(BIN)/pytest tests/unit
 
-integration: deps
+integration: deps browser
 	$(BIN)/pytest tests/integration
 
 lint: install
@@ -47,6 +51,10 @@ typecheck: install
 	$(BIN)/mypy
 
 check: lint typecheck unit
+
+## manifests: render deploy/k8s and check it, compose, the Dockerfile and the lock (offline)
+manifests: install
+	$(BIN)/pytest tests/unit/test_manifests.py
 
 ## demo: start Redis, Neo4j and a worker, play a sample conversation, print each agent's memory
 demo: deps

@@ -24,6 +24,9 @@ from memsync.encoded import EncodedTurn, encoded
 # Every memsync task message carries the time it was published, so the reconciler can tell a
 # turn still queued behind a backlog from one the broker lost.
 SENT_AT_HEADER = "memsync_sent_at"
+# When the producer published the turns a sync task carries (ingest passes its own sent_at on):
+# the start of the emit-to-written lag.
+EMITTED_AT_HEADER = "memsync_emitted_at"
 
 
 def sent_now() -> dict[str, str]:

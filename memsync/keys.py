@@ -26,6 +26,7 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:dlq:entries            | hash       | dead-letter id -> the entry's JSON             |
 | memsync:dlq:index              | sorted set | dead-letter id -> its last failure time        |
 | memsync:reconcile:lock         | string     | the worker sweeping now (expires by itself)    |
+| memsync:retention:lock         | string     | the worker running the retention sweep now     |
 | memsync:workers                | set        | holder ids that may hold messages              |
 | memsync:worker-sweep:lock      | string     | the worker sweeping holders now (expires)      |
 | memsync:worker:{h}:alive       | string     | the holder's node name; expires unless renewed |
@@ -106,6 +107,10 @@ DLQ_INDEX = _key("dlq", "index")
 
 RECONCILE_LOCK = _key("reconcile", "lock")
 
+# The retention sweep's lock: one sweep at a time across workers (workers/worker/sweeping.py).
+
+RETENTION_LOCK = _key("retention", "lock")
+
 # Worker liveness and the reliable pop (workers/worker/heartbeat.py, workers/worker/transport.py):
 # one holder per worker process start; its keys share the escaped holder id as their third
 # component.
@@ -160,6 +165,7 @@ FIXED_KEYS = (
     DLQ_ENTRIES,
     DLQ_INDEX,
     RECONCILE_LOCK,
+    RETENTION_LOCK,
     HOLDERS,
     HOLDER_SWEEP_LOCK,
     EMBED_KICK,

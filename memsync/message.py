@@ -47,7 +47,9 @@ class TaskMessage:
     properties: dict[str, Any]
 
 
-def ingest_message(batch: Sequence[EncodedTurn | Mapping[str, Any]]) -> TaskMessage:
+def ingest_message(
+    batch: Sequence[EncodedTurn | Mapping[str, Any]], headers: Mapping[str, Any] | None = None
+) -> TaskMessage:
     """The `memsync.ingest` message for a batch of turns, published now.
 
     The body `[[turns], {}, embed]` is spliced from the turns' JSON texts, so an encoded turn is
@@ -56,7 +58,7 @@ def ingest_message(batch: Sequence[EncodedTurn | Mapping[str, Any]]) -> TaskMess
     turns = [encoded(turn) for turn in batch]
     args = ",".join(turn.text for turn in turns).encode(CONTENT_ENCODING)
     body = b"".join((b"[[[", args, b"]],{},", _EMBED, b"]"))
-    return task_message(INGEST_TASK, body, argsrepr=_turns_repr(turns))
+    return task_message(INGEST_TASK, body, argsrepr=_turns_repr(turns), headers=headers)
 
 
 def task_message(
@@ -113,14 +115,16 @@ def publish_ingest(
     *,
     retry: bool = False,
     retry_policy: Mapping[str, Any] | None = None,
+    headers: Mapping[str, Any] | None = None,
 ) -> str:
-    """Publish one `memsync.ingest` task for a batch of turns; returns the task id.
+    """Publish one `memsync.ingest` task for a batch of turns (with extra `headers`, e.g. a
+    trace context); returns the task id.
 
     The body goes out as written (a content type given, kombu serialises nothing). The queue is
     declared as Celery declares it before a send (kombu does that once per connection), so a
     broker no worker has seen yet still routes the message to it.
     """
-    message = ingest_message(batch)
+    message = ingest_message(batch, headers)
     producer.publish(
         message.body,
         exchange="",
@@ -148,6 +152,25 @@ def _turns_repr(turns: Sequence[EncodedTurn]) -> str:
         length += len(shown[-1]) + 2
     noun = "turn" if len(turns) == 1 else "turns"
     return f"<{len(turns)} {noun}: {', '.join(shown)}>"
+
+
+def payload_repr(payload: object) -> str:
+    """argsrepr for any memsync task payload (a list of turns or of agents' jobs): how many, and
+    their event ids (with the agent, for jobs), never what was said."""
+    items = payload if isinstance(payload, list) else [payload]
+    shown: list[str] = []
+    length = 0
+    for item in items:
+        if length > REPR_MAXSIZE:
+            break
+        event_id = item.get("event_id") if isinstance(item, dict) else None
+        agent = item.get("agent") if isinstance(item, dict) else None
+        key = agent.get("key") if isinstance(agent, dict) else None
+        label = repr(event_id) if isinstance(event_id, str) else "?"
+        shown.append(f"{label}@{key}" if isinstance(key, str) else label)
+        length += len(shown[-1]) + 2
+    noun = "item" if len(items) == 1 else "items"
+    return _bounded(f"<{len(items)} {noun}: {', '.join(shown)}>")
 
 
 def _bounded(text: str) -> str:

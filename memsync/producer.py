@@ -28,6 +28,7 @@ from memsync.inflight import InFlight
 from memsync.message import publish_ingest
 from memsync.settings import Settings
 from memsync.spool import Spool, SpoolStatus
+from memsync.tracing import Tracing
 from pipeline.errors import BufferFull, SpoolFull
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
@@ -87,12 +88,15 @@ class Producer:
         )
         self._closed = False
         self._final_status: SpoolStatus | None = None
+        self._tracing = Tracing(settings.tracing)
         self._start()
         _live.add(self)
 
     def _start(self) -> None:
         """Fresh buffer, locks, connections and publisher thread (at creation and after fork)."""
         self.counters = {
+            "emitted": 0,
+            "buffer_full": 0,
             "published": 0,
             "spooled": 0,
             "spool_full": 0,
@@ -131,9 +135,12 @@ class Producer:
         encoded = encode_turn(turn)
         with self._idle:
             self._pending += 1
+            self.counters["emitted"] += 1
         try:
             self._buffer.put_nowait(encoded)
         except queue.Full:
+            with self._idle:
+                self.counters["buffer_full"] += 1
             self._done(1)
             raise BufferFull(
                 f"producer buffer is full ({self.settings.producer_buffer} events); "
@@ -338,7 +345,16 @@ class Producer:
                 # Recorded before it is sent, so a message the broker loses is sent again.
                 self._inflight().track(batch)
                 connection = self._connect()
-                publish_ingest(KombuProducer(connection, auto_declare=False), batch)
+                tenants = {turn.tenant for turn in batch}
+                attributes: dict[str, str | int] = {"memsync.turns": len(batch)}
+                if len(tenants) == 1:
+                    attributes["memsync.tenant"] = next(iter(tenants))
+                with self._tracing.span("memsync.publish", kind="PRODUCER", attributes=attributes):
+                    publish_ingest(
+                        KombuProducer(connection, auto_declare=False),
+                        batch,
+                        headers=self._tracing.headers(),
+                    )
             except Exception:
                 self._reset_connection()
                 raise

@@ -107,10 +107,27 @@ class Settings(BaseSettings):
     summary_fold_tokens: int = Field(default=2000, ge=100)
     summary_max_tokens: int = Field(default=600, ge=50)
     summary_reanchor_every: int = Field(default=8, ge=1)
+    # Retention (pipeline/graph/retention.py): raw episodes older than this many days go once no
+    # memory cites them and every observer's summary covers them (None: kept for ever). The
+    # sweep also deletes expired facts; workers run it every `sweep_interval` seconds (0: off).
+    episode_retention_days: float | None = Field(default=None, gt=0)
+    sweep_interval: int = Field(default=3600, ge=0)
     # HTTP API (`memsync serve`): loopback unless told; a bearer token is required off loopback.
     serve_host: str = "127.0.0.1"
     serve_port: int = Field(default=8077, ge=1, le=65535)
     api_token: SecretStr | None = None
+
+    # Observability: each worker serves /metrics, /livez and /readyz on this port (None: off;
+    # 0: any free port, logged). The first `metrics_tenants` tenants a process sees get their
+    # own metric label, the rest count as "other", so a label's values stay bounded.
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    metrics_dir: Path | None = None
+    metrics_tenants: int = Field(default=20, ge=0, le=1000)
+    log_format: Literal["text", "json"] = "text"
+    # OpenTelemetry traces (the `tracing` extra): the producer's publish, each task and its
+    # stages, one trace per batch. Exporter settings are OpenTelemetry's own OTEL_* variables.
+    tracing: bool = False
 
     # Producer spool: where events wait while the broker is away.
     spool_max_events: int = Field(default=100_000, ge=1)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 import redis
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -31,6 +32,7 @@ from memsync.http.wire import (
     _read_body,
     parse_turns,
 )
+from memsync.metrics import register_producer
 from memsync.producer import Producer
 from memsync.reading import Memory
 from memsync.settings import Settings
@@ -71,9 +73,14 @@ class Resources:
             socket_connect_timeout=_HEALTH_TIMEOUT,
         )
         memory = Memory.from_settings(settings)
-        if memory.embedder is not None:
-            # The model loads now, not inside the first request that searches by meaning.
-            memory.embedder.embed(["ready"])
+        try:
+            if memory.embedder is not None:
+                # The model loads now, not inside the first request that searches by meaning.
+                memory.embedder.embed(["ready"])
+        except BaseException:
+            memory.close()
+            broker.close()
+            raise
         return cls(Producer(settings), memory, broker)
 
     def close(self) -> None:
@@ -97,14 +104,20 @@ def _token(settings: Settings) -> bytes | None:
     return value.encode() if value else None
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The API over `settings`; services are reached only once the app's lifespan starts."""
+def create_app(settings: Settings, *, extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
+    """The API over `settings`; services are reached only once the app's lifespan starts.
+
+    `extra_routers` are included as given (the inspector's pages, which `memsync serve` adds
+    from workers/: this package never imports them); they guard their own routes.
+    """
     expected = _token(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resources = await run_in_threadpool(Resources.open, settings)
         app.state.resources = resources
+        app.state.metrics = CollectorRegistry()
+        register_producer(resources.producer, app.state.metrics)
         try:
             yield
         finally:
@@ -223,6 +236,18 @@ def create_app(settings: Settings) -> FastAPI:
         return JSONResponse(health.model_dump(mode="json"), status_code=200 if up else 503)
 
     @app.get(
+        "/metrics",
+        dependencies=guarded,
+        tags=["service"],
+        summary="Prometheus metrics: this server's producer (turns emitted, spooled, refused)",
+        response_class=PlainTextResponse,
+        responses={401: _GUARDED[401]},
+    )
+    def get_metrics(request: Request) -> PlainTextResponse:
+        registry = request.app.state.metrics
+        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get(
         "/v1/schema/event",
         dependencies=guarded,
         tags=["service"],
@@ -233,6 +258,8 @@ def create_app(settings: Settings) -> FastAPI:
     def get_event_schema() -> dict[str, Any]:
         return event_schema()
 
+    for router in extra_routers:
+        app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

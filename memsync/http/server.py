@@ -10,12 +10,15 @@ from collections.abc import Sequence
 from copy import deepcopy
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from memsync.http.app import _token, create_app
 from memsync.http.docs import _dump, event_schema, openapi_document
 from memsync.settings import Settings
 from pipeline.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -65,8 +68,17 @@ def _server_class() -> type[Any]:
     return Server
 
 
-def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> int:
-    """Run the API under uvicorn until stopped (SIGINT/SIGTERM); 0 on a clean stop."""
+def serve(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+) -> int:
+    """Run the API under uvicorn until stopped (SIGINT/SIGTERM); 0 on a clean stop.
+
+    `extra_routers` go into the app as create_app's do (the inspector, from `memsync serve`).
+    """
     import uvicorn
 
     update: dict[str, Any] = {}
@@ -79,7 +91,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     settings = settings.model_copy(update=update)
     check_exposure(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, extra_routers=extra_routers),
         host=settings.serve_host,
         port=settings.serve_port,
         lifespan="on",

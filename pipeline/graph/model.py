@@ -13,6 +13,9 @@ COMMITMENT: Final = "Commitment"
 # A stored "done"/"cancel that": kept on its own so it closes its commitment in any arrival order.
 CLOSURE: Final = "Closure"
 SUMMARY: Final = "Summary"
+# The audit record (and, for a participant, the tombstone) of `memsync forget`: no content, only
+# a hash of the forgotten key (pipeline/graph/erasure.py).
+ERASURE: Final = "Erasure"
 # An agent looked up by key: the key's uniqueness constraint (and index) is on Participant, so a
 # pattern naming Agent alone would scan every agent of every tenant.
 AGENT_NODE: Final = f"{PARTICIPANT}:{AGENT}"
@@ -36,7 +39,7 @@ OF: Final = "OF"
 TRUST_KINDS: Final = ("friend", "team", "connected")
 
 # Every node label whose `key` carries a uniqueness constraint.
-KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY)
+KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY, ERASURE)
 
 # Search indexes per label: full-text (Lucene, English analyser) and vector (cosine).
 # Each full-text index also holds the node's `scope` terms (schemas/keys.py scope_token): the

@@ -175,7 +175,8 @@ def _answer(
     scores = context_scores(relevance, stretches, query.neighbours)
     units = [Unit(key, scores[key], (p.id,), message=p) for key, p in passages.items()]
     units += [
-        Unit(key, score, tuple(rows[key][1]["evidence"]))
+        # A summary row has no evidence column (it rests on no single message).
+        Unit(key, score, tuple(rows[key][1].get("evidence") or ()))
         for key, score in relevance.items()
         if rows[key][0] != "episode"
     ]

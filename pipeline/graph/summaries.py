@@ -210,20 +210,7 @@ def write_summary(graph: GraphStore, new: NewSummary) -> int | None:
     """Write `new` as the next version, in one transaction; its version, or None when the
     version it was folded from is no longer current (another fold won: nothing is written)."""
     version = new.expected_version + 1
-    props = {
-        "tenant": new.tenant,
-        "agent_key": new.agent_key,
-        "channel_key": new.channel_key,
-        "scope": f"{scope_token('agent', new.agent_key)} {scope_token('channel', new.channel_key)}",
-        "text": new.text,
-        "version": version,
-        "covers_until": new.covers_until.created_at,
-        "covers_until_key": new.covers_until.key,
-        "folds_since_anchor": new.folds_since_anchor,
-        "anchored": new.anchored,
-        "summarizer": new.summarizer,
-        "written_at": datetime.now(UTC),
-    }
+    props = summary_props(new, version)
     # A retried transaction function reuses the token, so a retry of the winner still wins.
     token = uuid.uuid4().hex
 
@@ -241,3 +228,21 @@ def write_summary(graph: GraphStore, new: NewSummary) -> int | None:
 
     with graph.session() as session:
         return session.execute_write(work)
+
+
+def summary_props(new: NewSummary, version: int) -> dict[str, Any]:
+    """The stored properties of `new` written as `version` (forgetting writes them too)."""
+    return {
+        "tenant": new.tenant,
+        "agent_key": new.agent_key,
+        "channel_key": new.channel_key,
+        "scope": f"{scope_token('agent', new.agent_key)} {scope_token('channel', new.channel_key)}",
+        "text": new.text,
+        "version": version,
+        "covers_until": new.covers_until.created_at,
+        "covers_until_key": new.covers_until.key,
+        "folds_since_anchor": new.folds_since_anchor,
+        "anchored": new.anchored,
+        "summarizer": new.summarizer,
+        "written_at": datetime.now(UTC),
+    }

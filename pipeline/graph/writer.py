@@ -11,6 +11,7 @@ import neo4j
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
+from pipeline.graph.erasure import batch_subjects, erased_participants, without_erased
 from pipeline.graph.memoryrows import MemoryRows, plan_memory
 from pipeline.graph.store import GraphStore
 from pipeline.memorize import AgentMemory
@@ -258,6 +259,10 @@ def write_sync_jobs(
 def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryRows) -> SyncBatch:
     # The driver may call this again after a transient failure: it only MERGEs (and recomputes
     # supersession from what is stored), so that is safe.
+    # Forgotten participants first (pipeline/graph/erasure.py): read in this transaction, so a
+    # tombstone committed before it began is always seen and nothing of theirs is written.
+    erased = erased_participants(tx, batch_subjects(batch, memory))
+    batch, memory = without_erased(batch, memory, erased)
     tx.run(cypher.MERGE_PARTICIPANTS, rows=batch.participants).consume()
     tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
     recorded = {

@@ -8,13 +8,9 @@ silent without closing must notice and reconnect.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -24,6 +20,7 @@ from memsync.producer import Producer
 from memsync.settings import Settings
 from tests.integration.cluster import Cluster
 from tests.integration.load import audit, expected_observed, load_turns, wait_until
+from tests.integration.proxy import SilenceableProxy
 from tests.integration.report import report_fault
 from workers.cli.demo import worker_env
 from workers.local import services
@@ -133,65 +130,6 @@ def test_killed_workers_turns_are_written_within_minutes(
 
 
 # -- a consumer made deaf: its broker connection goes silent without closing ---------------------
-
-
-@dataclass
-class Link:
-    client: socket.socket
-    upstream: socket.socket
-    silent: threading.Event = field(default_factory=threading.Event)
-
-
-class SilenceableProxy:
-    """A loopback TCP proxy to Redis that can make its open connections silent (bytes are
-    dropped both ways, sockets stay open) while new connections pass normally."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self.listener.getsockname()[1]
-        self.links: list[Link] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                downstream, _ = self.listener.accept()
-                upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            except OSError:
-                return
-            link = Link(downstream, upstream)
-            with self.lock:
-                self.links.append(link)
-            for src, dst in ((downstream, upstream), (upstream, downstream)):
-                threading.Thread(target=self._pump, args=(src, dst, link), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket, link: Link) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                if not link.silent.is_set():
-                    dst.sendall(data)
-        for sock in (src, dst):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def silence_open_connections(self) -> int:
-        with self.lock:
-            for link in self.links:
-                link.silent.set()
-            return len(self.links)
-
-    def close(self) -> None:
-        self.closed = True
-        self.listener.close()
-        with self.lock:
-            for link in self.links:
-                for sock in (link.client, link.upstream):
-                    with contextlib.suppress(OSError):
-                        sock.close()
 
 
 def wait_for_no_blocked_clients(client: redis.Redis) -> None:

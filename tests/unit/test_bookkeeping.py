@@ -309,8 +309,8 @@ def test_reconcile_thread_survives_failing_ticks(monkeypatch: pytest.MonkeyPatch
             step.stopping.set()
         raise redis.ResponseError("WRONGTYPE Operation against a key holding the wrong value")
 
-    monkeypatch.setattr(ReconcileStep, "_interval", staticmethod(lambda: 0.001))
-    monkeypatch.setattr(step, "_tick", tick)
+    monkeypatch.setattr(step, "interval", lambda: 0.001)
+    monkeypatch.setattr(step, "tick", tick)
     step._loop("host")
     assert len(ticks) == 4
 

@@ -284,6 +284,7 @@ def test_openapi_documents_the_calls_and_the_bearer_scheme(client: TestClient) -
         "/v1/context",
         "/v1/health",
         "/v1/schema/event",
+        "/metrics",
     }
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert "security" not in document["paths"]["/v1/health"]["get"]
@@ -304,3 +305,17 @@ def test_the_committed_documents_match_the_code(path: str, generate: Any) -> Non
         f"{path} is out of date: run python -m memsync.http --dump-openapi docs/openapi.json "
         "--dump-event-schema docs/event.schema.json"
     )
+
+
+def test_metrics_need_the_token_and_count_what_the_producer_did(client: TestClient) -> None:
+    assert client.get("/metrics").status_code == 401
+    # Redis is away: the accepted turn is spooled, and the scrape says so.
+    assert client.post("/v1/turns", json=turn("evt-m"), headers=AUTH).status_code == 202
+    client.app.state.resources.producer.flush(5.0)  # type: ignore[attr-defined]
+    scrape = client.get("/metrics", headers=AUTH)
+    assert scrape.status_code == 200
+    assert scrape.headers["content-type"].startswith("text/plain")
+    lines = scrape.text.splitlines()
+    assert 'memsync_producer_turns_total{outcome="emitted"} 1.0' in lines
+    assert 'memsync_producer_turns_total{outcome="spooled"} 1.0' in lines
+    assert "memsync_producer_spooled 1.0" in lines

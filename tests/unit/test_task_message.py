@@ -17,7 +17,7 @@ from kombu import Connection
 from kombu import Producer as KombuProducer
 
 from memsync.inflight import SENT_AT_HEADER, sent_now
-from memsync.message import publish_ingest
+from memsync.message import payload_repr, publish_ingest
 from memsync.settings import INGEST_QUEUE, Settings
 from workers.worker.config import celery_config
 from workers.worker.envelope import envelope_problem
@@ -108,3 +108,14 @@ def test_a_large_batch_keeps_argsrepr_bounded() -> None:
     assert argsrepr.startswith("<200 turns: 'e-0', 'e-1', ") and argsrepr.endswith("...")
     assert "xxx" not in argsrepr  # never what was said
     assert body_of(item)[0] == [batch]
+
+
+def test_a_job_payload_repr_names_events_and_agents_never_text() -> None:
+    jobs = [
+        {"event_id": f"e-{n}", "agent": {"key": "acme/a-1"}, "messages": [{"content": "x" * 500}]}
+        for n in range(300)
+    ]
+    shown = payload_repr(jobs)
+    assert shown.startswith("<300 items: 'e-0'@acme/a-1, 'e-1'@acme/a-1, ")
+    assert len(shown) <= 1024 and "xxx" not in shown
+    assert payload_repr({"weird": 1}) == "<1 item: ?>"

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from memsync.settings import Settings
 from pipeline.embedder import make_embedder
@@ -18,31 +18,12 @@ from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.search import recall as search_memory
 from pipeline.graph.writer import verify_fact
-from schemas.event import Identifier, Tenant
 from schemas.recall import RecallItem, RecallQuery
+from workers.cli.arguments import checked_ids
 from workers.cli.display import describe_memory
 from workers.cli.errors import EXIT_FAILED, EXIT_USAGE
+from workers.cli.privacy import add_sweep_command
 from workers.worker import runtime
-
-_TENANT: TypeAdapter[str] = TypeAdapter(Tenant)
-_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
-
-
-def checked_ids(args: argparse.Namespace, *fields: str) -> str | None:
-    """Validate `tenant` and these id arguments as an event's would be, in place.
-
-    Returns the first problem, naming the argument, so nothing odd is ever written to the graph.
-    """
-    for field in ("tenant", *fields):
-        value = getattr(args, field, None)
-        if value is None:
-            continue
-        adapter = _TENANT if field == "tenant" else _IDENTIFIER
-        try:
-            setattr(args, field, adapter.validate_python(value))
-        except ValidationError as exc:
-            return f"{field}: {exc.errors()[0]['msg']} (got {value!r})"
-    return None
 
 
 def _refuse(problem: str) -> int:
@@ -61,6 +42,7 @@ def add_graph_commands(sub: Any) -> None:
         "reembed",
         help="move to the configured embedder: rebuild vector indexes, queue old vectors again",
     ).set_defaults(handler=_graph_reembed)
+    add_sweep_command(graph_sub)
 
     rec = sub.add_parser("recall", help="what an agent remembers (search with --query)")
     rec.add_argument("--agent", required=True, help="agent participant id")

@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsync.logs import use_json
 from memsync.settings import (
     EMBED_QUEUE,
     FOLD_QUEUE,
@@ -43,6 +44,7 @@ from workers.cli.errors import (
 )
 from workers.cli.graph import add_graph_commands
 from workers.cli.health import add_health_command
+from workers.cli.privacy import add_privacy_commands
 from workers.cli.progress import ProgressBar
 from workers.cli.replay import parse_duration, replay
 from workers.local import localstack
@@ -73,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: Settings | None = None
     try:
         settings = Settings()
+        if settings.log_format == "json":
+            for handler in logging.getLogger().handlers:
+                use_json(handler)
         runtime.configure(settings)
         return int(args.handler(args, settings))
     except (Exception, KeyboardInterrupt) as exc:
@@ -117,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated: ingest, sync, fold, embed (or full queue names); "
         "default ingest,sync,fold (run embed workers on their own)",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help="serve /metrics, /livez and /readyz here (0: any free port); "
+        "default MEMSYNC_METRICS_PORT, unset: off",
+    )
     worker.set_defaults(handler=_worker)
 
     emit = sub.add_parser("emit", help="emit turn events from a JSON Lines file")
@@ -126,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     emit.set_defaults(handler=_emit)
 
     add_graph_commands(sub)
+    add_privacy_commands(sub)
 
     services = sub.add_parser("services", help="local Redis and Neo4j on loopback")
     services.add_argument("action", choices=["install", "up", "down", "status"])
@@ -152,7 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="play a sample conversation and print each agent's memory")
     demo.set_defaults(handler=_demo)
 
-    serve = sub.add_parser("serve", help="the HTTP API (emit, recall, context) on loopback")
+    serve = sub.add_parser(
+        "serve", help="the HTTP API (emit, recall, context) and the inspector (/inspect)"
+    )
     serve.add_argument("--host", default=None, help="default MEMSYNC_SERVE_HOST (127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="default MEMSYNC_SERVE_PORT (8077)")
     serve.set_defaults(handler=_serve)
@@ -188,7 +203,36 @@ _QUEUE_NAMES = {
 }
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
+    return port
+
+
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    if args.metrics_port is not None:
+        settings = settings.model_copy(update={"metrics_port": args.metrics_port})
+        runtime.configure(settings)
+    made: Path | None = None
+    if settings.metrics_port is not None:
+        # Before the app (and with it prometheus-client) is imported: see metricsfiles.py.
+        from workers.worker.metricsfiles import prepare_directory
+
+        made = prepare_directory(settings.metrics_dir)
+    try:
+        return _run_worker(args, settings)
+    finally:
+        if made is not None and settings.metrics_dir is None:
+            from workers.worker.metricsfiles import remove_directory
+
+            remove_directory(made)
+
+
+def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.worker.app import app
 
     # Celery's default node name (celery@host) would be shared by two workers on one host,
@@ -531,7 +575,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    return serve(settings, host=args.host, port=args.port)
+    from workers.cli.serve import inspector_routers
+
+    return serve(
+        settings, host=args.host, port=args.port, extra_routers=inspector_routers(settings)
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from celery import Celery
 
 from memsync.inflight import sent_now
+from memsync.message import payload_repr
 from workers.state.deadletter import DeadLetter, DeadLetterStore
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -55,6 +56,7 @@ def replay(
                 app.send_task(
                     letter.task,
                     args=(letter.payload,),
+                    argsrepr=payload_repr(letter.payload),
                     queue=letter.queue,
                     task_id=str(uuid.uuid4()),
                     headers={

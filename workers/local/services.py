@@ -67,17 +67,64 @@ def ensure_redis() -> str:
         raise ConfigurationError(
             "redis-server is missing; install it (apt-get install redis-server)"
         )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "redis-server"],
-        check=True,
-        env=env,
-    )
+    apt_install("redis-server")
     found = shutil.which("redis-server")
     if not found:
         raise ConfigurationError("redis-server still missing after apt-get install")
     # Debian's package may start a system instance on 6379; ours are separate processes.
+    return found
+
+
+APT_LISTS = Path("/var/lib/apt/lists")
+APT_LISTS_FRESH_SECONDS = 3600.0
+
+
+def _apt_lists_fresh() -> bool:
+    """Whether apt-get update ran within the hour (`make deps` then `make browser` on a fresh
+    machine would otherwise refresh the lists twice)."""
+    try:
+        newest = max(f.stat().st_mtime for f in APT_LISTS.glob("*_Packages*"))
+    except (OSError, ValueError):  # no lists yet
+        return False
+    return time.time() - newest < APT_LISTS_FRESH_SECONDS
+
+
+def apt_install(*packages: str) -> None:
+    """Install Debian packages (as root), refreshing the package lists first unless fresh."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not _apt_lists_fresh():
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        check=True,
+        env=env,
+    )
+
+
+# Debian's names: the browser and the matching WebDriver (the inspector's browser test).
+CHROMIUM_PACKAGES = ("chromium", "chromium-driver")
+
+
+def find_chromium() -> tuple[str, str] | None:
+    """Paths of Debian's chromium and chromedriver, or None unless both are there."""
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def ensure_chromium() -> tuple[str, str]:
+    """Paths of chromium and chromedriver, installing Debian's packages when missing (as root)."""
+    found = find_chromium()
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ConfigurationError(
+            "chromium and chromedriver are missing; install them "
+            "(apt-get install chromium chromium-driver)"
+        )
+    apt_install(*CHROMIUM_PACKAGES)
+    found = find_chromium()
+    if not found:
+        raise ConfigurationError("chromium or chromedriver still missing after apt-get install")
     return found
 
 

@@ -13,8 +13,10 @@ from celery import Celery
 from workers.worker import runtime
 from workers.worker.config import celery_config
 from workers.worker.embedding import EmbedStep
+from workers.worker.exporter import ExporterStep
 from workers.worker.heartbeat import HeartbeatStep
 from workers.worker.reconcile import ReconcileStep
+from workers.worker.sweeping import SweepStep
 
 
 def _config() -> dict[str, Any]:
@@ -32,5 +34,7 @@ app = Celery(
 )
 app.add_defaults(_config)
 app.steps["worker"].add(ReconcileStep)
+app.steps["worker"].add(SweepStep)
 app.steps["worker"].add(HeartbeatStep)
 app.steps["worker"].add(EmbedStep)
+app.steps["worker"].add(ExporterStep)

@@ -83,6 +83,15 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return config
 
 
+def monitor_config(settings: Settings) -> dict[str, Any]:
+    """The configuration for monitors (Flower, `celery events`): the workers' own, on kombu's
+    stock Redis transport. memsync's transport changes only how workers take messages; named
+    by its import path it gives the broker URL a scheme monitors cannot read."""
+    config = celery_config(settings)
+    config.pop("broker_transport", None)
+    return config
+
+
 def delivery_problems(conf: Mapping[str, Any]) -> list[str]:
     """Why these delivery settings could duplicate or lose work; empty when they are sound.
 

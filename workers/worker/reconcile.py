@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
-from celery import Celery, bootsteps
+from celery import Celery
 
 from memsync import keys
 from memsync.inflight import SENT_AT_HEADER
@@ -29,7 +28,8 @@ from pipeline.errors import PoisonPayload
 from workers.state.deadletter import DeadLetterStore, unreadable_letters
 from workers.state.inflight import InFlight
 from workers.state.ledger import Ledger, TurnStatus
-from workers.worker import forkgate, runtime
+from workers.worker import runtime
+from workers.worker.periodic import PeriodicStep
 
 log = logging.getLogger("memsync.reconcile")
 
@@ -180,46 +180,23 @@ def _dead_letter(ref: str, raw: bytes, problem: str, store: DeadLetterStore) -> 
     store.put(unreadable_letters(INGEST_QUEUE, STAGE, raw, error))
 
 
-class ReconcileStep(bootsteps.StartStopStep):
-    """A worker bootstep: sweep every MEMSYNC_RECONCILE_INTERVAL seconds from a small thread.
+class ReconcileStep(PeriodicStep):
+    """A worker bootstep: sweep for unsettled turns every MEMSYNC_RECONCILE_INTERVAL seconds."""
 
-    A thread rather than the worker's timer, because the consumer resets its event loop (and
-    the timer entries on it) each time it reconnects to the broker.
-    """
+    thread_name = "memsync-reconcile"
+    fallback_interval = 60.0
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
         self.send: Callable[[list[dict[str, Any]]], None] | None = None
 
-    def start(self, worker: Any) -> None:
+    def prepare(self, worker: Any) -> None:
         self.send = ingest_sender(worker.app)
-        self.thread = threading.Thread(
-            target=self._loop, args=(worker.hostname,), name="memsync-reconcile", daemon=True
-        )
-        self.thread.start()
 
-    def stop(self, worker: Any) -> None:
-        self.stopping.set()
+    def interval(self) -> float:
+        return float(runtime.settings().reconcile_interval)
 
-    def _loop(self, hostname: str) -> None:
-        while not self.stopping.wait(self._interval()):
-            try:
-                with forkgate.working():
-                    self._tick(hostname)
-            except Exception:  # the next tick tries again; this thread must never end early
-                log.exception("reconcile sweep failed")
-
-    @staticmethod
-    def _interval() -> float:
-        try:
-            return float(runtime.settings().reconcile_interval)
-        except Exception:  # settings were checked at start; a later failure must not stop us
-            log.exception("reconcile interval unreadable; using 60s")
-            return 60.0
-
-    def _tick(self, hostname: str) -> None:
+    def tick(self, hostname: str) -> None:
         if self.send is None:
             return  # not started: nothing to send through
         settings = runtime.settings()

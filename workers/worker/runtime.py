@@ -6,11 +6,12 @@ import contextlib
 import os
 import threading
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
 from memsync.settings import Settings
+from memsync.tracing import Tracing, available
 from pipeline.errors import ConfigurationError
 from pipeline.extract import Extractor, RulesExtractor
 from pipeline.graph.directory import lookup_trust
@@ -27,6 +28,9 @@ from workers.state.ledger import Ledger
 from workers.worker.cache import TTLCache
 from workers.worker.llm import LLMExtractor, RateLimit
 
+if TYPE_CHECKING:
+    from workers.worker.metrics import TenantLabels
+
 _lock = threading.Lock()
 _settings: Settings | None = None
 _graph: GraphStore | None = None
@@ -38,6 +42,8 @@ _names: TTLCache[str, KnownParticipant] = TTLCache(10_000, 300.0)
 _trust: TTLCache[str, TrustEntry] = TTLCache(10_000, 30.0)
 _lenses: dict[str, Lens] | None = None
 _extractor: Extractor | None = None
+_tenant_labels: TenantLabels | None = None
+_tracing: Tracing | None = None
 V = TypeVar("V")
 
 
@@ -202,6 +208,29 @@ def label_owners(labels: set[LabelKey]) -> dict[LabelKey, str]:
     """Who already carries each (tenant, label) in the graph; not cached, since a stale answer
     would let a look-alike take a label someone else just got."""
     return reader_label_owners(graph(), labels)
+
+
+def tracing() -> Tracing:
+    """This process's tracing (a no-op unless MEMSYNC_TRACING is on)."""
+    global _tracing
+    enabled = settings().tracing
+    with _lock:
+        if _tracing is None or _tracing.enabled != (enabled and available()):
+            _tracing = Tracing(enabled)
+        return _tracing
+
+
+def tenant_labels() -> TenantLabels:
+    """This process's bounded tenant label for metrics (MEMSYNC_METRICS_TENANTS)."""
+    global _tenant_labels
+    # Imported here: prometheus-client must not load before `memsync worker` sets its storage.
+    from workers.worker.metrics import TenantLabels
+
+    limit = settings().metrics_tenants
+    with _lock:
+        if _tenant_labels is None or _tenant_labels.limit != limit:
+            _tenant_labels = TenantLabels(limit)
+        return _tenant_labels
 
 
 def reset() -> None:

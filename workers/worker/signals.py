@@ -5,17 +5,21 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery._state import get_current_task
 from celery.exceptions import Ignore, Reject, Retry
 from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
     task_failure,
     worker_init,
     worker_process_init,
     worker_process_shutdown,
 )
 
+from memsync.logs import use_json
 from pipeline.errors import ConfigurationError
 from pipeline.graph.schema import require_schema
-from workers.worker import runtime
+from workers.worker import runtime, telemetry
 from workers.worker.config import delivery_problems
 from workers.worker.taskbase import DEAD_LETTERED, MemsyncTask
 
@@ -72,8 +76,33 @@ def open_resources(**_: Any) -> None:
     """Each pool child opens its own Neo4j driver and Redis client; inherited ones are dropped."""
     runtime.reset()
     runtime.graph()
+    telemetry.install(runtime.settings())
 
 
 @worker_process_shutdown.connect
 def close_resources(**_: Any) -> None:
     runtime.close()
+    telemetry.shutdown()
+
+
+class _TaskIds(logging.Filter):
+    """Adds the running task's id and name to a record (JSON logs carry them as fields)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        task = get_current_task()
+        if task is not None and task.request.id and not hasattr(record, "task_id"):
+            record.task_id = task.request.id
+            record.task_name = task.name
+        return True
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def json_logs(logger: logging.Logger | None = None, **_: Any) -> None:
+    """With MEMSYNC_LOG_FORMAT=json, every handler Celery set up writes JSON lines."""
+    if logger is None or runtime.settings().log_format != "json":
+        return
+    for handler in logger.handlers:
+        use_json(handler)
+        if not any(isinstance(f, _TaskIds) for f in handler.filters):
+            handler.addFilter(_TaskIds())

@@ -9,14 +9,18 @@ requeue, so it is not acked away.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, ClassVar
 
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
 
-from pipeline.errors import MemsyncError, PermanentError
+from memsync.inflight import SENT_AT_HEADER
+from memsync.logs import listed, log_context
+from memsync.tracing import CONTEXT_HEADERS
+from pipeline.errors import MemsyncError, PermanentError, RetryableError
 from workers.state.deadletter import DeadLetter, letters_for
-from workers.worker import runtime
+from workers.worker import metrics, runtime
 
 log = logging.getLogger("memsync.tasks")
 
@@ -30,6 +34,29 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
     default_queue: ClassVar[str] = ""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        sent_at = metrics.header_time(getattr(self.request, SENT_AT_HEADER, None))
+        if sent_at is not None:
+            metrics.QUEUE_WAIT.labels(self.default_queue).observe(max(0.0, time.time() - sent_at))
+        started = time.perf_counter()
+        payload = args[0] if args else kwargs.get("payload")
+        request = self.request
+        carrier = {name: getattr(request, name, None) for name in CONTEXT_HEADERS}
+        named = identifiers(payload)
+        try:
+            with (
+                log_context(**named),
+                runtime.tracing().span(
+                    f"memsync.{self.stage}",
+                    carrier=carrier,
+                    kind="CONSUMER",
+                    attributes=_span_attributes(named, request.id),
+                ),
+            ):
+                return self._run_kept(*args, **kwargs)
+        finally:
+            metrics.TASK_SECONDS.labels(self.stage).observe(time.perf_counter() - started)
+
+    def _run_kept(self, *args: Any, **kwargs: Any) -> Any:
         # The tracer has already pushed this request; call run directly so the context is kept.
         try:
             return self.run(*args, **kwargs)
@@ -45,7 +72,10 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
                 "retry of %s[%s] not published, requeueing: %s", self.name, self.request.id, reason
             )
             raise Reject(reason, requeue=True) from exc
-        except (Retry, Ignore):
+        except Retry:
+            metrics.RETRIES.labels(self.stage).inc()
+            raise
+        except Ignore:
             raise
         except Exception as exc:
             payload = args[0] if args else kwargs.get("payload")
@@ -75,6 +105,13 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
         except MemsyncError as exc:
             log.critical("dead-letter store unavailable, requeueing %s: %s", request.id, exc)
             raise Reject(str(exc), requeue=True) from exc
+        if isinstance(error, PermanentError):
+            reason = "permanent"
+        elif isinstance(error, RetryableError):
+            reason = "retries_exhausted"
+        else:
+            reason = "unexpected"
+        metrics.DEAD_LETTERS.labels(self.stage, reason).inc(len(letters))
         kind = "permanent" if isinstance(error, PermanentError) else type(error).__name__
         log.error(
             "dead-lettered %d item(s) of %s[%s] (%s): %s",
@@ -89,3 +126,30 @@ class MemsyncTask(Task):  # type: ignore[type-arg]
 
     def on_dead_letters(self, letters: list[DeadLetter]) -> None:
         """Hook: record dead letters in the ledger so progress reflects them."""
+
+
+def identifiers(payload: Any) -> dict[str, str | list[str] | None]:
+    """The tenants, event ids and agents a task's payload names, for its log lines (never the
+    text): an ingest payload is a list of events, a sync payload a list of jobs."""
+    items = payload if isinstance(payload, list) else [payload]
+    found: dict[str, list[str]] = {"tenant": [], "event_id": [], "agent": []}
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        for name in ("tenant", "event_id"):
+            value = item.get(name)
+            if isinstance(value, str):
+                found[name].append(value)
+        agent = item.get("agent")
+        key = agent.get("key") if isinstance(agent, dict) else None
+        if isinstance(key, str):
+            found["agent"].append(key)
+    return {name: listed(values) for name, values in found.items()}
+
+
+def _span_attributes(named: dict[str, str | list[str] | None], task_id: Any) -> dict[str, str]:
+    attributes = {"celery.task_id": str(task_id)}
+    for name, value in named.items():
+        if value is not None:
+            attributes[f"memsync.{name}"] = value if isinstance(value, str) else ",".join(value)
+    return attributes

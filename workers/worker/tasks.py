@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import ValidationError
 
-from memsync.inflight import sent_now
+from memsync.inflight import EMITTED_AT_HEADER, SENT_AT_HEADER, sent_now
+from memsync.message import payload_repr
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.activity import Activity, activity_pairs
 from pipeline.errors import PoisonPayload, RetryableError
@@ -20,7 +23,7 @@ from pipeline.validate import partition_events
 from schemas.event import TurnEvent
 from schemas.records import SyncJob
 from workers.state.deadletter import DeadLetter
-from workers.worker import runtime
+from workers.worker import metrics, runtime
 from workers.worker.app import app
 from workers.worker.embedding import kick_quietly
 from workers.worker.folding import request_folds_quietly
@@ -74,19 +77,21 @@ class SyncTask(MemsyncTask):
 )
 def ingest(self: IngestTask, events: Any) -> dict[str, int]:
     """Validate, filter, resolve, check trust and send one sync task per agent."""
-    good, bad = partition_events(events)
+    with _stage("validate"):
+        good, bad = partition_events(events)
     for raw, invalid in bad:
         # Each invalid event is dead-lettered on its own; the rest of the batch goes on.
         self.dead_letter([raw], invalid)
     parsed = [event for _, event in good]
-    known = briefly(runtime.known_names, names_needed(parsed))
-    taken = briefly(runtime.label_owners, labels_needed(parsed, known))
-    policy = briefly(runtime.trust_policy, parsed)
-    recent = runtime.activity()
-    activity = None
-    if recent is not None:
-        last_spoke = briefly(recent.last_spoke, activity_pairs(parsed))
-        activity = Activity(window_seconds=recent.window_seconds, last_spoke=last_spoke)
+    with _stage("lookup"):
+        known = briefly(runtime.known_names, names_needed(parsed))
+        taken = briefly(runtime.label_owners, labels_needed(parsed, known))
+        policy = briefly(runtime.trust_policy, parsed)
+        recent = runtime.activity()
+        activity = None
+        if recent is not None:
+            last_spoke = briefly(recent.last_spoke, activity_pairs(parsed))
+            activity = Activity(window_seconds=recent.window_seconds, last_spoke=last_spoke)
     planned: list[IngestOutcome] = []
 
     def plan(group: list[tuple[Any, TurnEvent]]) -> None:
@@ -94,7 +99,8 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         events = [event for _, event in group]
         planned.append(ingest_turns(events, known, policy, taken, activity))
 
-    isolated = bisect(good, plan)
+    with _stage("plan"):
+        isolated = bisect(good, plan)
     for (raw, _), error in isolated.failed:
         self.dead_letter([raw], error)
     outcome = IngestOutcome(
@@ -103,18 +109,28 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         spoke={pair: at for part in planned for pair, at in part.spoke.items()},
     )
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
-    briefly(runtime.ledger().accept, outcome.accounts)
-    if recent is not None:
-        briefly(recent.record, outcome.spoke)
+    with _stage("account"):
+        briefly(runtime.ledger().accept, outcome.accounts)
+        if recent is not None:
+            briefly(recent.record, outcome.spoke)
     if outcome.jobs:
         # Every agent's job of the batch travels in one sync task, so the turns' shared part
         # (speakers, channel, messages) is written once, not once per agent; each job is still
         # its own unit for the ledger, isolation and dead letters.
-        sync.apply_async(
-            args=([job.model_dump(mode="json") for job in outcome.jobs],),
-            queue=SYNC_QUEUE,
-            headers=sent_now(),
-        )
+        headers = {**sent_now(), **runtime.tracing().headers()}
+        emitted_at = getattr(self.request, SENT_AT_HEADER, None)
+        if isinstance(emitted_at, str):
+            headers[EMITTED_AT_HEADER] = emitted_at
+        with _stage("fan_out"):
+            payload = [job.model_dump(mode="json") for job in outcome.jobs]
+            sync.apply_async(  # type: ignore[call-arg]  # Celery documents argsrepr; stubs lag
+                args=(payload,),
+                queue=SYNC_QUEUE,
+                headers=headers,
+                # Flower and the worker log show this, never the conversation itself.
+                argsrepr=payload_repr(payload),
+            )
+    _observe_ingest(outcome, bad)
     counts = outcome.counts()
     counts["events.invalid"] += len(bad)
     counts["events.isolated_failures"] += len(isolated.failed)
@@ -153,8 +169,10 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
 
     def write(group: list[tuple[Any, SyncJob]]) -> None:
         group_jobs = [job for _, job in group]
-        memories = memorize(group_jobs, runtime.extractor(), runtime.lenses())
-        batch = write_sync_jobs(runtime.graph(), group_jobs, memories)
+        with _stage("extract"):
+            memories = memorize(group_jobs, runtime.extractor(), runtime.lenses())
+        with _stage("write"):
+            batch = write_sync_jobs(runtime.graph(), group_jobs, memories)
         tenants = {job.event_id: job.tenant for job in group_jobs}
         refusals.extend(
             (tenants[event_id], event_id, f"{agent_key} {episode_key}", "message_id_reuse")
@@ -168,6 +186,7 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         counts["sync.jobs_written"] += len(group_jobs)
         for _, item in memories:
             counts[f"memory.{item.kind}"] += 1
+            metrics.MEMORIES.labels(item.kind).inc()
 
     outcome = bisect(parsed, write)
     for (raw, _), error in outcome.failed:
@@ -177,6 +196,11 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     # Audited before the turns are marked written, so whoever waits on them sees the refusals.
     briefly(ledger.refuse, refusals)
     briefly(ledger.mark_synced, [job for _, job in written])
+    metrics.observe_written(
+        [job for _, job in written],
+        metrics.header_time(getattr(self.request, EMITTED_AT_HEADER, None)),
+        runtime.tenant_labels(),
+    )
     if outcome.failed:
         counts["sync.isolated_failures"] += len(outcome.failed)
     briefly(ledger.count, dict(counts))
@@ -190,6 +214,29 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         )
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
+
+
+@contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """A stage: its time in the metrics, and a span when tracing is on."""
+    with metrics.timed(name), runtime.tracing().span(name):
+        yield
+
+
+def _observe_ingest(outcome: IngestOutcome, bad: Sequence[tuple[Any, Exception]]) -> None:
+    """Per-tenant event outcomes, drops by reason and trust decisions (bounded labels)."""
+    label = runtime.tenant_labels()
+    for account in outcome.accounts:
+        metrics.EVENTS.labels(label(account.tenant), "accepted").inc()
+        for dropped in account.dropped:
+            metrics.DROPPED.labels(dropped.reason).inc()
+        for decision in account.decisions:
+            metrics.TRUST.labels(decision.reason, str(decision.trusted).lower()).inc()
+    for raw, _ in bad:
+        tenant = raw.get("tenant") if isinstance(raw, dict) else None
+        metrics.EVENTS.labels(
+            label(tenant) if isinstance(tenant, str) else metrics.OTHER_TENANT, "invalid"
+        ).inc()
 
 
 def _agent_key(payload: Any) -> str | None:

@@ -8,6 +8,7 @@ from pipeline.graph.model import (
     CLOSURE,
     COMMITMENT,
     EPISODE,
+    ERASURE,
     FACT,
     FULLTEXT_INDEXES,
     KEYED_LABELS,
@@ -66,6 +67,12 @@ INDEXES: Final = (
     # The current rolling summary of (agent, channel) in one seek (pipeline/graph/summaries.py).
     f"CREATE INDEX summary_agent_channel_current IF NOT EXISTS "
     f"FOR (n:{SUMMARY}) ON (n.agent_key, n.channel_key, n.current)",
+    # The writer's tombstone check (pipeline/graph/erasure.py): a plain index, so the lookup of
+    # a hash nobody erased takes no lock (a unique-key lookup would, serialising writers).
+    f"CREATE INDEX erasure_subject_hash IF NOT EXISTS FOR (n:{ERASURE}) ON (n.subject_hash)",
+    f"CREATE INDEX erasure_tenant IF NOT EXISTS FOR (n:{ERASURE}) ON (n.tenant)",
+    # The retention sweep's expired facts (pipeline/graph/retention.py).
+    f"CREATE INDEX fact_expires_at IF NOT EXISTS FOR (n:{FACT}) ON (n.expires_at)",
 )
 
 SHOW_KEY_CONSTRAINTS: Final = (
@@ -73,3 +80,6 @@ SHOW_KEY_CONSTRAINTS: Final = (
     "WHERE type = 'UNIQUENESS' AND properties = ['key'] "
     "RETURN labelsOrTypes[0] AS label"
 )
+
+# The cheapest statement a server must answer: a readiness probe's round trip.
+PING: Final = "RETURN 1 AS ok"
