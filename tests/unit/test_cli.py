@@ -19,6 +19,7 @@ import redis
 from pydantic import SecretStr
 
 from memsync.settings import Settings, unknown_variables
+from workers.cli import emitting
 from workers.cli import main as cli
 from workers.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, describe, redact_url
 from workers.local.services import free_port
@@ -282,13 +283,13 @@ def _status(event_id: str, untrusted: int) -> TurnStatus:
 
 def test_wait_outcome_counts_agents_left_out(capsys: pytest.CaptureFixture[str]) -> None:
     statuses: list[TurnStatus] = [_status("e1", 2), _status("e2", 0), _status("e3", 3)]
-    assert cli._outcome(statuses) == EXIT_FAILED
+    assert emitting._outcome(statuses) == EXIT_FAILED
     line = _one_line(capsys.readouterr().err)
     assert line == (
         "memsync: 2 event(s) left 5 agent(s) out as untrusted; "
         "see `memsync stats` / the audit stream"
     )
-    assert cli._outcome([_status("e1", 0)]) == 0
+    assert emitting._outcome([_status("e1", 0)]) == 0
 
 
 def test_closing_the_producer_survives_a_broker_blip(capsys: pytest.CaptureFixture[str]) -> None:
@@ -299,7 +300,7 @@ def test_closing_the_producer_survives_a_broker_blip(capsys: pytest.CaptureFixtu
         def spool_status(self) -> Any:
             raise OSError("disk gone")
 
-    assert cli._close(Blip()) == 0  # type: ignore[arg-type]
+    assert emitting._close(Blip()) == 0  # type: ignore[arg-type]
     assert "Traceback" not in capsys.readouterr().err
 
 

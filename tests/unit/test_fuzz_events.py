@@ -22,7 +22,7 @@ from pipeline.validate import validate_event
 from schemas.event import TurnEvent
 from schemas.memory import MemoryItem
 from tests.fuzzing import FUZZ_REPORT, FuzzTally, fuzz_input
-from workers.cli.main import read_events
+from workers.cli.emitting import read_events
 
 EXAMPLES = 5_000
 TALLY = FuzzTally()
