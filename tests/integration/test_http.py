@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,13 +17,11 @@ import httpx
 import pytest
 
 from memsync.settings import Settings
-from workers.cli.demo import worker_env
+from tests.integration.serving import start_serve, wait_healthy
 from workers.local import services
 
 pytestmark = pytest.mark.integration
 
-MEMSYNC = Path(sys.executable).parent / "memsync"
-START_SECONDS = 120.0
 SYNC_SECONDS = 120.0
 
 
@@ -42,43 +39,15 @@ class Server:
         return self.client(token=self.token)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    with httpx.Client(base_url=url, timeout=5.0) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"memsync serve exited:\n{log.read_text(errors='replace')}")
-            try:
-                if client.get("/v1/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass  # not listening yet
-            time.sleep(0.2)
-    raise AssertionError(f"memsync serve not healthy:\n{log.read_text(errors='replace')[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def server(
     settings: Settings, worker: services.Service, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("http")
     token = f"tok-{uuid.uuid4().hex}"
-    port = services.free_port()
-    env = worker_env(settings)
-    env["MEMSYNC_API_TOKEN"] = token
-    env["MEMSYNC_SPOOL_DIR"] = str(root / "spool")  # the server's producer spools alone
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(MEMSYNC), "serve", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=services.PROJECT_ROOT,
-        )
+    process, url, log = start_serve(settings, root, token)
     try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, log)
+        wait_healthy(url, process, log)
         yield Server(url, token, log)
     finally:
         if process.poll() is None:

@@ -35,9 +35,8 @@ from pipeline.graph.reader import agent_facts
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import verify_fact
 from tests.integration.report import send_task
-from tests.integration.test_http import MEMSYNC, _wait_healthy
+from tests.integration.serving import start_serve, wait_healthy
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
-from workers.cli.demo import worker_env
 from workers.local import services
 from workers.state.deadletter import DeadLetter, DeadLetterStore, letters_for
 from workers.state.ledger import Ledger
@@ -74,23 +73,6 @@ def _chromium() -> tuple[str, str]:
         return services.ensure_chromium()
     except (ConfigurationError, subprocess.CalledProcessError) as exc:
         pytest.fail(f"the inspector's browser test needs Chromium: {exc} (or run `make browser`)")
-
-
-def _serve(settings: Settings, root: Path, token: str) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = services.free_port()
-    env = worker_env(settings)
-    env["MEMSYNC_API_TOKEN"] = token
-    env["MEMSYNC_SPOOL_DIR"] = str(root / "spool")
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(MEMSYNC), "serve", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=services.PROJECT_ROOT,
-        )
-    return process, f"http://127.0.0.1:{port}", log
 
 
 def _turns(tenant: str) -> list[Any]:
@@ -172,9 +154,9 @@ def world(
     assert invalid is not None and "sender_id" in invalid.error
 
     root = tmp_path_factory.mktemp("inspector")
-    process, url, log = _serve(settings, root, token)
+    process, url, log = start_serve(settings, root, token)
     try:
-        _wait_healthy(url, process, log)
+        wait_healthy(url, process, log)
         yield World(url, token, tenant, invalid.id, outage.id)
     finally:
         process.send_signal(signal.SIGTERM)

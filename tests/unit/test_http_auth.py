@@ -20,6 +20,7 @@ from memsync.reading import Memory
 from memsync.settings import Settings
 from pipeline.errors import ConfigurationError
 from schemas.event import TurnEvent
+from tests.unit.offline import offline_settings
 from workers.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,16 +53,7 @@ def turn(event_id: str = "evt-1", **changes: Any) -> dict[str, Any]:
 
 
 def offline(tmp_path: Path, token: str | None = TOKEN) -> Settings:
-    return Settings(
-        broker_url="redis://127.0.0.1:1/0",
-        neo4j_uri="bolt://127.0.0.1:1",
-        spool_dir=tmp_path / "spool",
-        embedder="none",
-        api_token=token,
-        publish_timeout=0.5,
-        neo4j_connect_timeout=1.0,
-        neo4j_retry_seconds=0.0,
-    )
+    return offline_settings(tmp_path, token)
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from celery import Celery
 from fastapi.testclient import TestClient
 
 from memsync import http
-from memsync.settings import INGEST_QUEUE, Settings
+from memsync.settings import INGEST_QUEUE
 from pipeline.errors import InvalidEvent
 from pipeline.graph.inspection import (
     AgentMemory,
@@ -30,6 +30,7 @@ from pipeline.graph.inspection import (
     SummaryRecord,
     TimelineEntry,
 )
+from tests.unit.offline import offline_settings
 from workers.cli.serve import _graph
 from workers.inspector import memory as memory_pages
 from workers.inspector.auth import COOKIE, SESSION_SECONDS, Sessions, safe_next
@@ -199,19 +200,6 @@ class FakeCelery:
         self.sent.append({"name": name, **options})
 
 
-def _settings(tmp_path: Path, token: str | None) -> Settings:
-    return Settings(
-        broker_url="redis://127.0.0.1:1/0",
-        neo4j_uri="bolt://127.0.0.1:1",
-        spool_dir=tmp_path / "spool",
-        embedder="none",
-        api_token=token,
-        publish_timeout=0.5,
-        neo4j_connect_timeout=1.0,
-        neo4j_retry_seconds=0.0,
-    )
-
-
 class Rig:
     def __init__(self, client: TestClient, store: DeadLetterStore, celery: FakeCelery) -> None:
         self.client = client
@@ -237,7 +225,7 @@ def _rig(tmp_path: Path, token: str | None) -> Iterator[Rig]:
     )
     celery = FakeCelery()
     router = inspector_router(Sessions(token), store, broker, lambda: cast(Celery, celery), _graph)
-    app = http.create_app(_settings(tmp_path, token), extra_routers=[router])
+    app = http.create_app(offline_settings(tmp_path, token), extra_routers=[router])
     with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as client:
         yield Rig(client, store, celery)
 
