@@ -253,6 +253,7 @@ class GraphSide:
 def graph_side(
     corpora: Sequence[tuple[Corpus, list[SyncJob]]],
     embedder_name: Literal["minilm", "wordllama"] = "minilm",
+    in_context: bool = True,
 ) -> Iterator[GraphSide]:
     """Start Neo4j, write every corpus through the writer, embed, and bind the three modes."""
     side = GraphSide()
@@ -263,7 +264,8 @@ def graph_side(
     try:
         from memsync.settings import Settings
         from pipeline.embedder import make_embedder
-        from pipeline.graph.embeddings import EMBEDDED_LABELS, embed_pending
+        from pipeline.graph.contextvectors import embed_batch
+        from pipeline.graph.embeddings import EMBEDDED_LABELS
         from pipeline.graph.schema import init_schema
         from pipeline.graph.search import recall
         from pipeline.graph.store import GraphStore
@@ -274,7 +276,7 @@ def graph_side(
         yield side
         return
 
-    settings = Settings(trust_mode="open", embedder=embedder_name)
+    settings = Settings(trust_mode="open", embedder=embedder_name, embed_context=in_context)
     embedder = make_embedder(settings)
     if embedder is None:
         side.notes.append("embedder none: the graph retrievers need one")
@@ -298,7 +300,9 @@ def graph_side(
         embedded = 0
         for label in EMBEDDED_LABELS:
             while True:
-                read, stored = embed_pending(graph, embedder, label, settings.embed_batch)
+                read, stored = embed_batch(
+                    graph, embedder, label, settings.embed_batch, in_context=in_context
+                )
                 embedded += stored
                 if not read:
                     break
@@ -306,7 +310,8 @@ def graph_side(
                     side.notes.append(f"{read} {label} nodes could not be embedded")
                     break
         side.timings["embed"] = time.perf_counter() - started
-        side.notes.append(f"embedded {embedded} nodes with {embedder.model}")
+        how = "in conversation" if in_context else "one message each"
+        side.notes.append(f"embedded {embedded} nodes with {embedder.model}, episodes {how}")
 
         def ranker(tenant: str, mode: RecallMode) -> Ranker:
             def rank(agent_id: str, question: str) -> list[list[str]]:
@@ -425,6 +430,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--embedder", choices=("minilm", "wordllama"), default="minilm", help="vector model"
     )
+    parser.add_argument(
+        "--no-context",
+        action="store_true",
+        help="embed each episode on its own (MEMSYNC_EMBED_CONTEXT=false)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     root, note = data_root(args.data)
@@ -438,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         corpora[0].notes.append("vendored slice")
     loaded = [(corpus, sync_jobs(corpus)) for corpus in corpora]
     figures: dict[str, Any] = {"data": str(root), "corpora": {}}
-    with graph_side([] if args.reference_only else loaded, args.embedder) as side:
+    graphs = [] if args.reference_only else loaded
+    with graph_side(graphs, args.embedder, not args.no_context) as side:
         for line in side.notes:
             print(f"note: {line}", file=sys.stderr)
         for corpus, jobs in loaded:

@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     # How many embed tasks may drain the backlog at once, across the cluster (each claims the
     # nodes it embeds): one per embed worker process is the useful most.
     embed_drainers: int = Field(default=8, ge=1, le=256)
+    # Episode vectors that know their conversation (pipeline/graph/contextvectors.py): each
+    # message is embedded with the pairs it forms with its neighbours, two embeddings a message.
+    # Off: one embedding a message, each on its own (faster embedding, weaker recall).
+    embed_context: bool = True
     # Whether facts and commitments learnt in a direct message may surface in a group channel's
     # context: `never` (the default), or `same_people` (only when everyone present was in the DM).
     dm_memory_policy: Literal["never", "same_people"] = "never"

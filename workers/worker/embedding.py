@@ -35,13 +35,8 @@ from memsync import keys
 from memsync.settings import EMBED_QUEUE, Settings
 from pipeline.embedder import Embedder, make_embedder
 from pipeline.errors import RetryableError
-from pipeline.graph.embeddings import (
-    EMBEDDED_LABELS,
-    Claim,
-    backlog,
-    embed_pending,
-    require_vector_indexes,
-)
+from pipeline.graph.contextvectors import embed_batch
+from pipeline.graph.embeddings import EMBEDDED_LABELS, Claim, backlog, require_vector_indexes
 from pipeline.graph.store import GraphStore
 from workers.worker import forkgate, runtime
 
@@ -138,6 +133,7 @@ def drain(
     renew: Callable[[], object] = lambda: None,
     claim: Claim | None = None,
     drainers: int = 1,
+    in_context: bool = True,
 ) -> tuple[int, int, bool]:
     """Embed the backlog label by label, one transaction per batch, for at most run_seconds.
 
@@ -145,6 +141,7 @@ def drain(
     after every batch (the lease); if it raises, draining stops. With `claim`, only nodes this
     drain claimed are embedded (others drain the rest): each batch reads a page big enough for
     all `drainers` batches and one more, so the last drain to come still finds its own.
+    `in_context`: episodes embedded with their neighbours (MEMSYNC_EMBED_CONTEXT).
     """
     deadline = time.monotonic() + run_seconds
     read = stored = 0
@@ -152,8 +149,14 @@ def drain(
         while True:
             if time.monotonic() > deadline:
                 return read, stored, True
-            got, done = embed_pending(
-                graph, embedder, label, batch, claim, page=batch * (drainers + 1)
+            got, done = embed_batch(
+                graph,
+                embedder,
+                label,
+                batch,
+                claim,
+                page=batch * (drainers + 1),
+                in_context=in_context,
             )
             read, stored = read + got, stored + done
             renew()
@@ -197,6 +200,7 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
             renew=lease.reacquire,
             claim=claimer(client, self.request.id or "embed"),
             drainers=settings.embed_drainers,
+            in_context=settings.embed_context,
         )
     except LockError as exc:
         log.warning("embed lease lost mid-run (%s); another run takes over", exc)

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.model import COMMITMENT, EPISODE, EVIDENCE, FACT, SUMMARY, VECTOR_INDEXES
+from pipeline.graph.cypher.adjacency import adjacent
+from pipeline.graph.model import (
+    AGENT,
+    COMMITMENT,
+    EPISODE,
+    EVIDENCE,
+    FACT,
+    OBSERVED,
+    SUMMARY,
+    VECTOR_INDEXES,
+)
 
 # Labels whose nodes are embedded, in the order a backlog is drained (episodes first: recall
 # reads them most).
@@ -103,10 +113,73 @@ def _requeue(label: str) -> str:
     return (
         f"MATCH (n:{label}) WHERE n.embedded_with IS NOT NULL AND n.embedded_with <> $model "
         "WITH n LIMIT $limit "
-        "REMOVE n.embedding, n.embedded_with SET n.embed_pending = true "
+        "REMOVE n.embedding, n.embedded_with, n.embedded_next SET n.embed_pending = true "
         "RETURN count(n) AS requeued"
     )
 
 
 # Up to $limit nodes of one label embedded by another model than $model, queued again.
 REQUEUE: Final = {label: _requeue(label) for label in EMBEDDED_LABELS}
+
+
+# Every agent that observed `a` also observed `b`, so `b`'s words may shape how `a` is found.
+def _seen_with(a: str, b: str) -> str:
+    return (
+        f"NOT EXISTS {{ MATCH (o:{AGENT})-[:{OBSERVED}]->({a}) "
+        f"WHERE NOT EXISTS {{ MATCH (o)-[:{OBSERVED}]->({b}) }} }}"
+    )
+
+
+def channel_neighbours(var: str, before: str, after: str) -> str:
+    """Two subqueries binding `before` and `after` to the messages either side of episode `var`
+    in its channel, by time (null at either end)."""
+    return (
+        f"OPTIONAL CALL ({var}) {{{adjacent(var, before, before=True)}\n}}\n"
+        f"OPTIONAL CALL ({var}) {{{adjacent(var, after, before=False)}\n}}"
+    )
+
+
+# Pending episodes with the messages either side of each in its channel, and whether each
+# neighbour may lend its words to the episode's vector (and the episode to the earlier one's,
+# when that one is already embedded without its next message).
+PENDING_EPISODES_IN_CONTEXT: Final = f"""
+MATCH (n:{EPISODE}) WHERE n.embed_pending = true
+WITH n LIMIT $limit
+{channel_neighbours("n", "p", "x")}
+RETURN n.key AS key, coalesce(n.content, '') AS text, n.speaker_label AS speaker_label,
+       p.key AS before_key, coalesce(p.content, '') AS before_text,
+       p.speaker_label AS before_speaker,
+       p IS NOT NULL AND {_seen_with("n", "p")} AS before_lends,
+       p IS NOT NULL AND p.embed_pending IS NULL AND p.embedded_next IS NULL
+         AND p.embedding IS NOT NULL AND {_seen_with("p", "n")} AS before_takes,
+       x.key AS after_key, coalesce(x.content, '') AS after_text,
+       x.speaker_label AS after_speaker,
+       x IS NOT NULL AND {_seen_with("n", "x")} AS after_lends
+"""
+
+# Store an episode's vector (the sum of its own and its conversation pairs' unit vectors:
+# cosine ignores length) and which next message it already holds, so that message's own pass
+# does not add the pair twice.
+STORE_EPISODES_IN_CONTEXT: Final = f"""
+UNWIND $rows AS row
+MATCH (n:{EPISODE} {{key: row.key}})
+WHERE n.embed_pending = true AND coalesce(n.content, '') = row.text
+  AND coalesce(n.speaker_label, '') = coalesce(row.speaker_label, '')
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+SET n.embedded_with = $model, n.embedded_next = row.next_key
+REMOVE n.embed_pending
+RETURN count(n) AS stored
+"""
+
+# Add a later message's pair to an episode embedded before that message existed; at most once
+# (embedded_next), and only to a vector of this model (a requeued node is re-read whole).
+EXTEND_EPISODES: Final = f"""
+UNWIND $rows AS row
+MATCH (p:{EPISODE} {{key: row.key}})
+WHERE p.embed_pending IS NULL AND p.embedded_next IS NULL AND p.embedded_with = $model
+  AND p.embedding IS NOT NULL AND size(p.embedding) = size(row.pair)
+WITH p, row, [i IN range(0, size(row.pair) - 1) | p.embedding[i] + row.pair[i]] AS summed
+CALL db.create.setNodeVectorProperty(p, 'embedding', summed)
+SET p.embedded_next = row.next_key
+RETURN count(p) AS extended
+"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.embed import channel_neighbours
 from pipeline.graph.model import (
     ABOUT,
     AGENT,
@@ -216,7 +217,9 @@ RETURN count(f) AS changed
 
 def _cited_and_deleted(match: str) -> str:
     """Delete a batch of episodes; return the keys of the memory nodes that cited them, for
-    `DELETE_*` (with `all: false`) to drop those left without evidence."""
+    `DELETE_*` (with `all: false`) to drop those left without evidence. The messages beside
+    them lose their vectors and wait to be embedded again: a vector in conversation holds its
+    neighbours' words (pipeline/graph/contextvectors.py)."""
     return f"""
 {match}
 WITH e LIMIT $batch
@@ -228,6 +231,16 @@ CALL (episodes) {{
   RETURN collect(CASE WHEN m:{FACT} THEN m.key END) AS facts,
          collect(CASE WHEN m:{COMMITMENT} THEN m.key END) AS commitments,
          collect(CASE WHEN m:{CLOSURE} THEN m.key END) AS closures
+}}
+CALL (episodes) {{
+  UNWIND episodes AS e
+  {channel_neighbours("e", "before", "after")}
+  UNWIND [before, after] AS near
+  WITH DISTINCT near
+  WHERE near IS NOT NULL AND NOT near IN episodes AND near.embedding IS NOT NULL
+  REMOVE near.embedding, near.embedded_with, near.embedded_next
+  SET near.embed_pending = true
+  RETURN count(near) AS requeued
 }}
 FOREACH (e IN episodes | DETACH DELETE e)
 RETURN size(episodes) AS deleted, facts, commitments, closures

@@ -9,6 +9,7 @@ import functools
 import re
 from typing import Final
 
+from pipeline.graph.cypher.adjacency import adjacent
 from pipeline.graph.model import (
     ABOUT,
     AGENT_NODE,
@@ -377,32 +378,12 @@ RETURN name, state
 
 
 # The episodes just before and after each hit in its channel, by time, that the agent also
-# observed. Strictly earlier (later) episodes come from the (channel_key, created_at) index in
-# index order, so the seek stops after `$window` observed ones instead of reading the channel's
-# whole history (the planner takes the index's order only when ORDER BY names both of its
-# properties: by created_at alone it reads every earlier episode and sorts them). Episodes at
-# the hit's very timestamp are a second, tiny seek ordered by key (an OR of the two defeats
-# index order).
+# observed (pipeline/graph/cypher/adjacency.py: index order, so a seek stops after `$window`).
 _OBSERVED_N = observed_by_agent("n")
 
 
 def _side(before: bool) -> str:
-    cmp, order = ("<", " DESC") if before else (">", "")
-    return f"""
-  CALL (hit) {{
-    MATCH (n:{EPISODE})
-    WHERE n.channel_key = hit.channel_key AND n.created_at {cmp} hit.created_at AND {_OBSERVED_N}
-    WITH n ORDER BY n.channel_key{order}, n.created_at{order} LIMIT $window
-    RETURN n
-    UNION
-    MATCH (n:{EPISODE})
-    WHERE n.channel_key = hit.channel_key AND n.created_at = hit.created_at AND n.key {cmp} hit.key
-      AND {_OBSERVED_N}
-    WITH n ORDER BY n.key{order} LIMIT $window
-    RETURN n
-  }}
-  WITH n ORDER BY n.created_at{order}, n.key{order} LIMIT $window
-  RETURN n"""
+    return adjacent("hit", "n", before=before, where=_OBSERVED_N, limit="$window")
 
 
 NEIGHBOURS: Final = f"""

@@ -1,0 +1,160 @@
+"""Episode vectors in conversation on a real Neo4j: each message's vector is its own plus the
+pairs it forms with its neighbours, a later message extends the earlier one exactly once, a
+neighbour an observer never heard lends nothing, and forgetting a speaker takes their words out
+of the vectors beside theirs. Memory is written in-process through the real stages and writer
+and embedded with the default embedder (the session's embed worker may embed some first: it
+computes the same sums)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from memsync.settings import Settings
+from pipeline.embedder import Embedder, labelled, make_embedder
+from pipeline.extract import RulesExtractor
+from pipeline.graph.contextvectors import embed_batch, pair_text
+from pipeline.graph.embeddings import EMBEDDED_LABELS
+from pipeline.graph.forgetting import Forgetter
+from pipeline.graph.store import GraphStore
+from pipeline.graph.writer import write_sync_jobs
+from pipeline.ingest import ingest_turns
+from pipeline.lens import BUILTIN_LENSES
+from pipeline.memorize import memorize
+from pipeline.summarize import ExtractiveSummarizer
+from pipeline.trust import DirectoryTrustPolicy
+from pipeline.validate import validate_event
+from schemas.event import SCHEMA_VERSION
+from schemas.keys import episode_key
+
+pytestmark = pytest.mark.integration
+
+CHANNEL = {"id": "ch-trip", "kind": "group", "title": "Trip"}
+SAM = {"id": "u-sam", "kind": "human", "display_name": "Sam", "handle": "sam"}
+DEVON = {"id": "u-devon", "kind": "human", "display_name": "Devon", "handle": "devon"}
+EARLY = {"id": "a-early", "kind": "agent", "display_name": "Early", "handle": "early"}
+LATE = {"id": "a-late", "kind": "agent", "display_name": "Late", "handle": "late"}
+LINES = (
+    (SAM, "why are you packing a suitcase?"),
+    (DEVON, "Because I'm flying to London on Friday"),
+    (SAM, "who is looking after the cat then?"),
+)
+
+
+def _turn(tenant: str, n: int, agents: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    speaker, text = LINES[n]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "event_id": f"ev-{n}",
+        "tenant": tenant,
+        "channel": CHANNEL,
+        "participants": [SAM, DEVON, *agents],
+        "messages": [
+            {
+                "id": f"m-{n}",
+                "role": "user",
+                "sender_id": speaker["id"],
+                "content": text,
+                "created_at": f"2026-12-02T10:00:0{n}Z",
+            }
+        ],
+    }
+
+
+def _write(graph: GraphStore, turns: list[dict[str, Any]]) -> None:
+    events = [validate_event(t) for t in turns]
+    jobs = ingest_turns(events, {}, DirectoryTrustPolicy("open", {})).jobs
+    write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
+
+
+def _embed_all(graph: GraphStore, embedder: Embedder) -> None:
+    for label in EMBEDDED_LABELS:
+        while embed_batch(graph, embedder, label, 256)[1]:
+            pass
+
+
+def _stored(graph: GraphStore, tenant: str, n: int) -> dict[str, Any]:
+    with graph.session(write=False) as session:
+        record = session.run(
+            "MATCH (e:Episode {key: $key}) RETURN e.embedding AS vector, "
+            "e.embedded_next AS next, e.embed_pending AS pending",
+            key=episode_key(tenant, CHANNEL["id"], f"m-{n}"),
+        ).single(strict=True)
+    return dict(record)
+
+
+def _text(n: int) -> str:
+    speaker, text = LINES[n]
+    return labelled(f"{speaker['display_name']} (@{speaker['handle']})", text)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def _expected(embedder: Embedder, texts: list[str]) -> list[float]:
+    return [sum(column) for column in zip(*embedder.embed(texts), strict=True)]
+
+
+@pytest.fixture(scope="module")
+def embedder(settings: Settings) -> Embedder:
+    made = make_embedder(settings)
+    assert made is not None
+    return made
+
+
+def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
+    graph: GraphStore, embedder: Embedder, settings: Settings
+) -> None:
+    tenant = f"cv{uuid.uuid4().hex[:12]}"
+    _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
+    _embed_all(graph, embedder)
+    first, second = _stored(graph, tenant, 0), _stored(graph, tenant, 1)
+    pair01 = pair_text(_text(0), _text(1))
+    assert _cosine(first["vector"], _expected(embedder, [_text(0), pair01])) > 0.9999
+    assert _cosine(second["vector"], _expected(embedder, [_text(1), pair01])) > 0.9999
+    assert first["next"] == episode_key(tenant, CHANNEL["id"], "m-1")
+    assert second["next"] is None
+
+    # The answer reads closer to its question than it does alone.
+    question = embedder.embed(["why is Devon packing?"])[0]
+    alone = embedder.embed([_text(1)])[0]
+    assert _cosine(question, second["vector"]) > _cosine(question, alone)
+
+    # A third message, heard by a late joiner too: the second message's vector takes the new
+    # pair (everyone who may find it heard the third), the third's takes nothing from the
+    # second (the late joiner never heard it).
+    _write(graph, [_turn(tenant, 2, [EARLY, LATE])])
+    _embed_all(graph, embedder)
+    second, third = _stored(graph, tenant, 1), _stored(graph, tenant, 2)
+    pair12 = pair_text(_text(1), _text(2))
+    assert _cosine(second["vector"], _expected(embedder, [_text(1), pair01, pair12])) > 0.9999
+    assert second["next"] == episode_key(tenant, CHANNEL["id"], "m-2")
+    assert _cosine(third["vector"], embedder.embed([_text(2)])[0]) > 0.9999
+
+    # Once only: embedding again (or the session's embed worker) changes nothing.
+    _embed_all(graph, embedder)
+    assert _stored(graph, tenant, 1)["vector"] == second["vector"]
+
+    # Forgetting Devon takes Devon's words out of the vectors beside theirs: the first
+    # message is embedded again with the third as its next (the early agent heard both).
+    Forgetter(graph, ExtractiveSummarizer(settings.summary_max_tokens)).participant(
+        tenant, "u-devon"
+    )
+    requeued = _stored(graph, tenant, 0)
+    assert requeued["pending"] is True or requeued["next"] == third_key(tenant)
+    _embed_all(graph, embedder)
+    first = _stored(graph, tenant, 0)
+    pair02 = pair_text(_text(0), _text(2))
+    assert _cosine(first["vector"], _expected(embedder, [_text(0), pair02])) > 0.9999
+    assert first["next"] == third_key(tenant)
+    assert _cosine(_stored(graph, tenant, 2)["vector"], embedder.embed([_text(2)])[0]) > 0.9999
+
+
+def third_key(tenant: str) -> str:
+    return episode_key(tenant, CHANNEL["id"], "m-2")
