@@ -17,7 +17,7 @@ import neo4j
 
 from pipeline.embedder import Embedder, labelled
 from pipeline.graph.cypher import embed as embed_cypher
-from pipeline.graph.embeddings import Claim, PendingNode, embed_pending
+from pipeline.graph.embeddings import Claim, PendingNode, claimed, embed_pending
 from pipeline.graph.model import EPISODE
 from pipeline.graph.store import GraphStore
 
@@ -121,12 +121,9 @@ def embed_episodes(
 ) -> tuple[int, int]:
     """Embed and store one batch of the episode backlog in conversation; returns (episodes
     taken, episodes stored). Vectors are computed before the transaction, never inside it."""
-    if claim is None:
-        episodes = pending_episodes(graph, limit)
-    else:
-        read = pending_episodes(graph, max(page, limit))
-        taken = set(claim([e.node.key for e in read], limit)) if read else set()
-        episodes = [e for e in read if e.node.key in taken]
+    episodes = claimed(
+        lambda most: pending_episodes(graph, most), lambda e: e.node.key, limit, claim, page
+    )
     if not episodes:
         return 0, 0
     batch = plan(episodes)

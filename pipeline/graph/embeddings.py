@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import neo4j
 
@@ -78,6 +78,25 @@ def store(
 Claim = Callable[[Sequence[str], int], Sequence[str]]
 
 
+T = TypeVar("T")
+
+
+def claimed(
+    read: Callable[[int], list[T]],
+    key: Callable[[T], str],
+    limit: int,
+    claim: Claim | None,
+    page: int,
+) -> list[T]:
+    """Up to `limit` of the backlog as `read(most)` returns it; with `claim`, a page of `page`
+    is read and only what this drain claimed of it is kept (other drains take the rest)."""
+    if claim is None:
+        return read(limit)
+    found = read(max(page, limit))
+    taken = set(claim([key(n) for n in found], limit)) if found else set()
+    return [n for n in found if key(n) in taken]
+
+
 def embed_pending(
     graph: GraphStore,
     embedder: Embedder,
@@ -92,12 +111,7 @@ def embed_pending(
     With `claim` (keys, most -> the keys this caller may take, in order), nodes another drain
     holds are left to it: `page` nodes are read (enough for every drain's batch and this one's)
     and up to `limit` of them claimed."""
-    if claim is None:
-        nodes = pending(graph, label, limit)
-    else:
-        read = pending(graph, label, max(page, limit))
-        taken = set(claim([n.key for n in read], limit)) if read else set()
-        nodes = [n for n in read if n.key in taken]
+    nodes = claimed(lambda most: pending(graph, label, most), lambda n: n.key, limit, claim, page)
     if not nodes:
         return 0, 0
     vectors = embedder.embed([n.embed_text for n in nodes])
