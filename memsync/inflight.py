@@ -54,12 +54,17 @@ class InFlight:
     def track(self, turns: Sequence[EncodedTurn | Mapping[str, Any]]) -> None:
         """Record turns as sent now, before their message is published (an encoded turn's text
         is stored as it is)."""
+        if not turns:
+            return
         now = time.time()
+        payloads = {
+            keys.turn_ref(turn.tenant, turn.event_id): turn.text for turn in map(encoded, turns)
+        }
+        # Two commands for the whole batch, not two a turn: the publisher thread packs every
+        # command in Python while it holds the interpreter, and emit() callers wait for it.
         pipe = self.client.pipeline(transaction=True)
-        for turn in map(encoded, turns):
-            ref = keys.turn_ref(turn.tenant, turn.event_id)
-            pipe.hset(keys.INFLIGHT_PAYLOADS, ref, turn.text)
-            pipe.zadd(keys.INFLIGHT_SINCE, {ref: now})
+        pipe.hset(keys.INFLIGHT_PAYLOADS, mapping=payloads)  # type: ignore[arg-type]
+        pipe.zadd(keys.INFLIGHT_SINCE, dict.fromkeys(payloads, now))
         pipe.execute()
 
     def untrack(self, turn_refs: Iterable[str]) -> None:

@@ -158,3 +158,26 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
 
 def third_key(tenant: str) -> str:
     return episode_key(tenant, CHANNEL["id"], "m-2")
+
+
+def test_an_episode_that_gains_an_observer_is_embedded_again_without_what_it_missed(
+    graph: GraphStore, embedder: Embedder
+) -> None:
+    tenant = f"cv{uuid.uuid4().hex[:12]}"
+    _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
+    _embed_all(graph, embedder)
+    pair01 = pair_text(_text(0), _text(1))
+    both = _expected(embedder, [_text(1), pair01])
+    assert _cosine(_stored(graph, tenant, 1)["vector"], both) > 0.9999
+    first = _stored(graph, tenant, 0)["vector"]
+
+    # The second turn synced again for a late joiner (who never heard the first message).
+    _write(graph, [_turn(tenant, 1, [EARLY, LATE])])
+    waiting = _stored(graph, tenant, 1)
+    if waiting["pending"]:  # (the session's embed worker may have embedded it already)
+        assert waiting["vector"] is None  # keyword only until embedded again
+    _embed_all(graph, embedder)
+    second = _stored(graph, tenant, 1)
+    assert _cosine(second["vector"], embedder.embed([_text(1)])[0]) > 0.9999
+    # The first message's vector may keep the pair: its only observer heard both.
+    assert _stored(graph, tenant, 0)["vector"] == first

@@ -139,6 +139,22 @@ def channel_neighbours(var: str, before: str, after: str) -> str:
     )
 
 
+def requeue_neighbours(episodes: str) -> str:
+    """A subquery for a statement about to delete the list `episodes`: the messages beside them
+    (not themselves deleted) lose their vectors and wait to be embedded again, since a vector
+    in conversation holds its neighbours' words. Returns `requeued`."""
+    return f"""CALL ({episodes}) {{
+  UNWIND {episodes} AS gone
+  {channel_neighbours("gone", "before", "after")}
+  UNWIND [before, after] AS near
+  WITH DISTINCT near
+  WHERE near IS NOT NULL AND NOT near IN {episodes} AND near.embedding IS NOT NULL
+  REMOVE near.embedding, near.embedded_with, near.embedded_next
+  SET near.embed_pending = true
+  RETURN count(near) AS requeued
+}}"""
+
+
 # Pending episodes with the messages either side of each in its channel, and whether each
 # neighbour may lend its words to the episode's vector (and the episode to the earlier one's,
 # when that one is already embedded without its next message).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.cypher.embed import channel_neighbours
+from pipeline.graph.cypher.embed import requeue_neighbours
 from pipeline.graph.model import (
     ABOUT,
     AGENT,
@@ -232,16 +232,7 @@ CALL (episodes) {{
          collect(CASE WHEN m:{COMMITMENT} THEN m.key END) AS commitments,
          collect(CASE WHEN m:{CLOSURE} THEN m.key END) AS closures
 }}
-CALL (episodes) {{
-  UNWIND episodes AS e
-  {channel_neighbours("e", "before", "after")}
-  UNWIND [before, after] AS near
-  WITH DISTINCT near
-  WHERE near IS NOT NULL AND NOT near IN episodes AND near.embedding IS NOT NULL
-  REMOVE near.embedding, near.embedded_with, near.embedded_next
-  SET near.embed_pending = true
-  RETURN count(near) AS requeued
-}}
+{requeue_neighbours("episodes")}
 FOREACH (e IN episodes | DETACH DELETE e)
 RETURN size(episodes) AS deleted, facts, commitments, closures
 """

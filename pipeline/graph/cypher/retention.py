@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.embed import requeue_neighbours
 from pipeline.graph.model import AGENT, EPISODE, EVIDENCE, FACT, OBSERVED, SUMMARY
 
 EXPIRED_FACTS: Final = f"""
@@ -47,10 +48,14 @@ RETURN e.key AS key, e.created_at AS created_at, {_DROPPABLE} AS droppable
 """
 
 # The check again at deletion, in the deleting transaction: a page read a moment ago may be stale.
+# The messages beside them are queued to be embedded again (their vectors hold the words of
+# the messages that go).
 DELETE_EPISODES: Final = f"""
 UNWIND $keys AS key
 MATCH (e:{EPISODE} {{key: key}})
 WHERE e.created_at < $cutoff AND {_DROPPABLE}
-DETACH DELETE e
-RETURN count(*) AS deleted
+WITH collect(e) AS episodes
+{requeue_neighbours("episodes")}
+FOREACH (e IN episodes | DETACH DELETE e)
+RETURN size(episodes) AS deleted
 """

@@ -156,7 +156,9 @@ RETURN row.key AS key, fresh
 # channel's and the speaker's scope terms to the episode (once each: every term is 20 digits,
 # so a term is in the string only as a whole term), for scoped keyword search. An episode
 # created in this transaction (`fresh`) gets its OBSERVED edges by CREATE, as in
-# MERGE_EPISODES, and its whole scope string at once.
+# MERGE_EPISODES, and its whole scope string at once. An older episode that gains an observer
+# loses its vector and waits to be embedded again: a vector in conversation may hold words of
+# neighbours the new observer never heard (pipeline/graph/contextvectors.py).
 MERGE_OBSERVED: Final = f"""
 UNWIND $rows AS row
 MATCH (e:{EPISODE} {{key: row.episode_key}})
@@ -168,7 +170,9 @@ CALL (e, row) {{
   )
   FOREACH (_ IN CASE WHEN row.fresh THEN [] ELSE [1] END |
     MERGE (a)-[r:{OBSERVED}]->(e)
-    ON CREATE SET r.synced_at = $synced_at, r.event_id = o.event_id
+    ON CREATE SET r.synced_at = $synced_at, r.event_id = o.event_id,
+                  e.embed_pending = true, e.embedding = null, e.embedded_with = null,
+                  e.embedded_next = null
   )
 }}
 SET e.scope = CASE WHEN row.fresh THEN row.scope
