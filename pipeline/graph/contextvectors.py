@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final, Protocol
 
 import neo4j
 
@@ -21,13 +22,30 @@ from pipeline.graph.embeddings import Claim, PendingNode, claimed, embed_pending
 from pipeline.graph.model import EPISODE
 from pipeline.graph.store import GraphStore
 
+# Each side of a pair keeps at most this many characters of what was said (the earlier
+# message its end, the later its start, the part where one answers the other): the model reads
+# 256 word pieces, about a thousand characters of English, and a long earlier message would
+# otherwise push the later one out of the pair altogether.
+PAIR_SIDE_CHARS: Final = 480
+
+
+class Said(Protocol):
+    """A message as a pair shows it: who said it and what."""
+
+    @property
+    def speaker_label(self) -> str | None: ...
+
+    @property
+    def text(self) -> str: ...
+
 
 @dataclass(frozen=True)
 class Neighbour:
     """The message before or after a pending episode in its channel."""
 
     key: str
-    embed_text: str
+    speaker_label: str | None
+    text: str
 
 
 @dataclass(frozen=True)
@@ -41,9 +59,15 @@ class PendingEpisode:
     extends_before: Neighbour | None
 
 
-def pair_text(first: str, second: str) -> str:
-    """Two consecutive messages as the model reads them together."""
-    return f"{first}\n{second}"
+def pair_text(first: Said, second: Said) -> str:
+    """Two consecutive messages as the model reads them together, each labelled and clipped to
+    PAIR_SIDE_CHARS (the end of the first, the start of the second)."""
+    earlier, later = first.text, second.text
+    if len(earlier) > PAIR_SIDE_CHARS:
+        earlier = "..." + earlier[-PAIR_SIDE_CHARS:]
+    if len(later) > PAIR_SIDE_CHARS:
+        later = later[:PAIR_SIDE_CHARS] + "..."
+    return f"{labelled(first.speaker_label, earlier)}\n{labelled(second.speaker_label, later)}"
 
 
 def pending_episodes(graph: GraphStore, limit: int) -> list[PendingEpisode]:
@@ -55,9 +79,9 @@ def pending_episodes(graph: GraphStore, limit: int) -> list[PendingEpisode]:
         node = PendingNode(key=r["key"], text=r["text"], speaker_label=r["speaker_label"])
         before = after = None
         if r["before_key"] is not None:
-            before = Neighbour(r["before_key"], labelled(r["before_speaker"], r["before_text"]))
+            before = Neighbour(r["before_key"], r["before_speaker"], r["before_text"])
         if r["after_key"] is not None:
-            after = Neighbour(r["after_key"], labelled(r["after_speaker"], r["after_text"]))
+            after = Neighbour(r["after_key"], r["after_speaker"], r["after_text"])
         found.append(
             PendingEpisode(
                 node=node,
@@ -94,15 +118,15 @@ def plan(episodes: Sequence[PendingEpisode]) -> Plan:
     parts: list[list[int]] = []
     extensions: list[tuple[str, str, int]] = []
     for episode in episodes:
-        own = episode.node.embed_text
-        used = [slot(own)]
+        own = episode.node
+        used = [slot(own.embed_text)]
         if episode.before is not None:
-            used.append(slot(pair_text(episode.before.embed_text, own)))
+            used.append(slot(pair_text(episode.before, own)))
         if episode.after is not None:
-            used.append(slot(pair_text(own, episode.after.embed_text)))
+            used.append(slot(pair_text(own, episode.after)))
         parts.append(used)
         if episode.extends_before is not None:
-            pair = slot(pair_text(episode.extends_before.embed_text, own))
+            pair = slot(pair_text(episode.extends_before, own))
             extensions.append((episode.extends_before.key, episode.node.key, pair))
     return Plan(texts, parts, extensions)
 

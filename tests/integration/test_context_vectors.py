@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, labelled, make_embedder
+from pipeline.embedder import Embedder, make_embedder
 from pipeline.extract import RulesExtractor
 from pipeline.graph.contextvectors import embed_batch, pair_text
-from pipeline.graph.embeddings import EMBEDDED_LABELS
+from pipeline.graph.embeddings import EMBEDDED_LABELS, PendingNode
 from pipeline.graph.forgetting import Forgetter
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import write_sync_jobs
@@ -87,9 +87,18 @@ def _stored(graph: GraphStore, tenant: str, n: int) -> dict[str, Any]:
     return dict(record)
 
 
-def _text(n: int) -> str:
+def _line(n: int) -> PendingNode:
     speaker, text = LINES[n]
-    return labelled(f"{speaker['display_name']} (@{speaker['handle']})", text)
+    label = f"{speaker['display_name']} (@{speaker['handle']})"
+    return PendingNode(key=f"m-{n}", text=text, speaker_label=label)
+
+
+def _text(n: int) -> str:
+    return _line(n).embed_text
+
+
+def _pair(first: int, second: int) -> str:
+    return pair_text(_line(first), _line(second))
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -115,7 +124,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
     _embed_all(graph, embedder)
     first, second = _stored(graph, tenant, 0), _stored(graph, tenant, 1)
-    pair01 = pair_text(_text(0), _text(1))
+    pair01 = _pair(0, 1)
     assert _cosine(first["vector"], _expected(embedder, [_text(0), pair01])) > 0.9999
     assert _cosine(second["vector"], _expected(embedder, [_text(1), pair01])) > 0.9999
     assert first["next"] == episode_key(tenant, CHANNEL["id"], "m-1")
@@ -132,7 +141,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     _write(graph, [_turn(tenant, 2, [EARLY, LATE])])
     _embed_all(graph, embedder)
     second, third = _stored(graph, tenant, 1), _stored(graph, tenant, 2)
-    pair12 = pair_text(_text(1), _text(2))
+    pair12 = _pair(1, 2)
     assert _cosine(second["vector"], _expected(embedder, [_text(1), pair01, pair12])) > 0.9999
     assert second["next"] == episode_key(tenant, CHANNEL["id"], "m-2")
     assert _cosine(third["vector"], embedder.embed([_text(2)])[0]) > 0.9999
@@ -150,7 +159,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     assert requeued["pending"] is True or requeued["next"] == third_key(tenant)
     _embed_all(graph, embedder)
     first = _stored(graph, tenant, 0)
-    pair02 = pair_text(_text(0), _text(2))
+    pair02 = _pair(0, 2)
     assert _cosine(first["vector"], _expected(embedder, [_text(0), pair02])) > 0.9999
     assert first["next"] == third_key(tenant)
     assert _cosine(_stored(graph, tenant, 2)["vector"], embedder.embed([_text(2)])[0]) > 0.9999
@@ -166,7 +175,7 @@ def test_an_episode_that_gains_an_observer_is_embedded_again_without_what_it_mis
     tenant = f"cv{uuid.uuid4().hex[:12]}"
     _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
     _embed_all(graph, embedder)
-    pair01 = pair_text(_text(0), _text(1))
+    pair01 = _pair(0, 1)
     both = _expected(embedder, [_text(1), pair01])
     assert _cosine(_stored(graph, tenant, 1)["vector"], both) > 0.9999
     first = _stored(graph, tenant, 0)["vector"]
