@@ -1,15 +1,16 @@
 """Episode vectors in conversation on a real Neo4j: each message's vector is its own plus the
 pairs it forms with its neighbours, a later message extends the earlier one exactly once, a
-neighbour an observer never heard lends nothing, and forgetting a speaker takes their words out
-of the vectors beside theirs. Memory is written in-process through the real stages and writer
-and embedded with the default embedder (the session's embed worker may embed some first: it
-computes the same sums)."""
+neighbour an observer never heard lends nothing, and forgetting a speaker (or the retention
+sweep deleting a message) takes their words out of the vectors beside theirs. Memory is written
+in-process through the real stages and writer and embedded with the default embedder (the
+session's embed worker may embed some first: it computes the same sums)."""
 
 from __future__ import annotations
 
 import math
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from memsync.settings import Settings
 from pipeline.embedder import Embedder, make_embedder
 from pipeline.extract import RulesExtractor
 from pipeline.graph.contextvectors import embed_batch, pair_text
+from pipeline.graph.cypher import retention as retention_cypher
 from pipeline.graph.embeddings import EMBEDDED_LABELS, PendingNode
 from pipeline.graph.forgetting import Forgetter
 from pipeline.graph.store import GraphStore
@@ -190,3 +192,33 @@ def test_an_episode_that_gains_an_observer_is_embedded_again_without_what_it_mis
     assert _cosine(second["vector"], embedder.embed([_text(1)])[0]) > 0.9999
     # The first message's vector may keep the pair: its only observer heard both.
     assert _stored(graph, tenant, 0)["vector"] == first
+
+
+def test_the_retention_sweep_re_embeds_the_messages_beside_what_it_deletes(
+    graph: GraphStore,
+) -> None:
+    tenant = f"cv{uuid.uuid4().hex[:12]}"
+    channel = f"{tenant}:channel:old"
+    with graph.session() as session:
+        # Three old messages nobody observes any more (droppable), the middle one to go.
+        session.run(
+            "UNWIND range(0, 2) AS i "
+            "CREATE (:Episode {key: $channel + ':' + i, tenant: $tenant, channel_key: $channel, "
+            "content: 'line ' + i, created_at: datetime('2020-01-01T00:00:0' + i + 'Z'), "
+            "embedded_with: 'm', embedding: [1.0, 0.0], embedded_next: 'x'})",
+            channel=channel,
+            tenant=tenant,
+        ).consume()
+        deleted = session.run(
+            retention_cypher.DELETE_EPISODES, keys=[f"{channel}:1"], cutoff=datetime.now(UTC)
+        ).single(strict=True)["deleted"]
+        left = {
+            r["key"]: (r["pending"], r["vector"], r["next"])
+            for r in session.run(
+                "MATCH (e:Episode {channel_key: $channel}) RETURN e.key AS key, "
+                "e.embed_pending AS pending, e.embedding AS vector, e.embedded_next AS next",
+                channel=channel,
+            )
+        }
+    assert deleted == 1
+    assert left == {f"{channel}:0": (True, None, None), f"{channel}:2": (True, None, None)}
