@@ -126,6 +126,7 @@ def test_emitted_turns_are_embedded_and_found_by_meaning(
     assert stats.returncode == 0, stats.stderr
     shown = json.loads(stats.stdout)
     assert shown["embed.model"] == embedder.model
+    assert shown["embed.context"] == ("on" if settings.embed_context else "off")
     assert {f"embed.backlog.{label}" for label in VECTOR_INDEXES} <= shown.keys()
 
 

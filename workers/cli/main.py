@@ -262,6 +262,8 @@ def _stats(args: argparse.Namespace, settings: Settings) -> int:
     # The embedding lag: nodes written but not yet embedded (recall is keyword-only for them).
     embedder = make_embedder(settings)
     counters["embed.model"] = embedder.model if embedder is not None else "none"
+    if embedder is not None:
+        counters["embed.context"] = "on" if settings.embed_context else "off"
     problem: Exception | None = None
     if embedder is not None:
         try:
