@@ -286,7 +286,13 @@ def graph_side(
     port = services.free_port()
     started = time.perf_counter()
     neo4j = services.start_neo4j("127.0.0.1", port, root / "neo4j", settings.state_dir)
-    graph = GraphStore.connect(f"bolt://127.0.0.1:{port}", "neo4j", None, "neo4j")
+    graph = GraphStore.connect(
+        f"bolt://127.0.0.1:{port}",
+        "neo4j",
+        None,
+        "neo4j",
+        vector_cache_mb=settings.recall_vector_cache_mb,
+    )
     try:
         init_schema(graph, vector_dimensions=embedder.dimensions)
         side.timings["start neo4j"] = time.perf_counter() - started

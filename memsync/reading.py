@@ -78,6 +78,7 @@ class Memory:
             settings.neo4j_database,
             max_transaction_retry_time=settings.neo4j_retry_seconds,
             connection_timeout=settings.neo4j_connect_timeout,
+            vector_cache_mb=settings.recall_vector_cache_mb,
         )
         return cls(
             graph,

@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     # Whether facts and commitments learnt in a direct message may surface in a group channel's
     # context: `never` (the default), or `same_people` (only when everyone present was in the DM).
     dm_memory_policy: Literal["never", "same_people"] = "never"
+    # A long-lived reader (the memsync package's Memory, `memsync serve`) keeps the vectors of
+    # the agents it recalls for in memory, up to this many MB, so recall's cosine is one matrix
+    # product instead of Neo4j reading each vector (pipeline/graph/vectorcache.py). 0: off.
+    recall_vector_cache_mb: int = Field(default=512, ge=0)
     # Rolling summaries: unsummarised episodes past this many tokens fold their oldest half into
     # the channel summary; every `summary_reanchor_every` folds it is rebuilt from raw episodes.
     summarizer: Literal["extractive", "llm"] = "extractive"

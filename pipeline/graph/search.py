@@ -35,6 +35,7 @@ from pipeline.graph.model import (
     VECTOR_INDEXES,
 )
 from pipeline.graph.store import GraphStore, native
+from pipeline.graph.vectorcache import Group
 from pipeline.rank import (
     Passage,
     Unit,
@@ -123,7 +124,7 @@ def recall(
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
     lists: list[tuple[dict[str, float], float]] = []
-    ask = _Ask(graph, query, params, fetch, online)
+    ask = _Ask(graph, query, params, fetch, online, embedder.dimensions if embedder else None)
     # Independent work runs at once: the query's embedding, then vector search over episodes
     # and over the distilled kinds (each in a thread with its own session, sizing its scope
     # while the embedding is made), while this thread asks Lucene. A hybrid recall waits for
@@ -198,6 +199,8 @@ class _Ask:
     params: dict[str, Any]
     fetch: int
     online: set[str]
+    # The embedder's vector size (None without one): the vector cache is sized by it.
+    dimensions: int | None = None
 
 
 def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
@@ -232,21 +235,34 @@ def _vector_search(
     small enough by `sizing`, else the index. The query's `embedding` is awaited only once the
     plan is made. `rows` may be shared with another thread: each key is written by one kind."""
     query, fetch, online = ask.query, ask.fetch, ask.online
-    size = _scope_size(ask, sizing)
+    wanted = [k for k in kinds if k in query.kinds and VECTOR_INDEXES[LABELS[k]] in online]
+    if not wanted:
+        return {}
+    cacheable = [k for k in wanted if _cacheable(k, query)]
+    # Sizing the scope (for a plan without the cache) overlaps the query's embedding.
+    # The cache catches up (or the scope is sized, for a plan without it) while the query's
+    # embedding is made.
+    fresh = _refresh(ask, cacheable)
+    planned = [k for k in wanted if k != "summary" and not (fresh and k in cacheable)]
+    size = _scope_size(ask, sizing) if planned else {}
+    vector = embedding.result()[0]
+    cached = _cached(ask, cacheable, vector) if fresh else {}
     parts: list[tuple[str, str]] = []
     values: dict[str, Any] = {}
     retry: _Plan | None = None
-    for kind in (k for k in kinds if k in query.kinds):
+    for kind in wanted:
         label = LABELS[kind]
-        if VECTOR_INDEXES[label] not in online:
+        if kind in cached:
+            parts.append((label, search_cypher.CACHED_VECTOR_SEARCH[label]))
+            values[per_label("candidates", label)] = cached[kind]
+            values[per_label("limit", label)] = _depth(kind, fetch, query)
             continue
+        if not size and kind != "summary":
+            size = _scope_size(ask, sizing)
         plan = _vector_plan(kind, size, ask)
         parts.append((label, plan.statement))
         values.update(plan.values(label))
         retry = plan.fallback or retry
-    if not parts:
-        return {}
-    vector = embedding.result()[0]
     values["vector"] = vector
     try:
         found = _run_combined(ask, parts, values, rows)
@@ -262,6 +278,54 @@ def _vector_search(
             raise
         log.warning("vector search skipped: %s", exc.message)
         return {}
+
+
+def _cacheable(kind: RecallKind, query: RecallQuery) -> bool:
+    """Whether the reader's vector cache can propose this kind's candidates: not summaries (a
+    handful per agent), nor messages held to a speaker or a time (the cache keeps neither)."""
+    if kind == "summary":
+        return False
+    return kind != "episode" or not (query.about or query.since or query.until)
+
+
+def _group(kinds: Sequence[RecallKind]) -> Group:
+    return "episode" if kinds[0] == "episode" else "memory"
+
+
+def _refresh(ask: _Ask, kinds: Sequence[RecallKind]) -> bool:
+    """Bring the vector cache's scope of `kinds` (one group: messages, or facts and
+    commitments) up to date; False when it is not cached."""
+    if not kinds or ask.dimensions is None or not ask.graph.vectors.enabled:
+        return False
+    with ask.graph.session(write=False) as session:
+        return ask.graph.vectors.refresh(
+            session.run,
+            _group(kinds),
+            tenant=ask.query.tenant,
+            agent_key=ask.params["agent_key"],
+            dimensions=ask.dimensions,
+        )
+
+
+def _cached(
+    ask: _Ask, kinds: Sequence[RecallKind], vector: Sequence[float]
+) -> dict[RecallKind, list[dict[str, Any]]]:
+    """Per kind, the vector cache's nearest in the agent's scope, deep enough that the scope
+    check leaves the depth needed (none for a kind whose scope is not cached)."""
+    query, params = ask.query, ask.params
+    # Messages are held to the channel asked for; facts and commitments are told by label.
+    tags = {kind: params["channel_key"] if kind == "episode" else LABELS[kind] for kind in kinds}
+    wanted = {tags[k]: _depth(k, ask.fetch, query) * _oversample(LABELS[k], query) for k in kinds}
+    found = ask.graph.vectors.nearest(
+        _group(kinds),
+        tenant=query.tenant,
+        agent_key=params["agent_key"],
+        vector=vector,
+        wanted=wanted,
+    )
+    if found is None:
+        return {}
+    return {k: [{"key": key, "score": score} for key, score in found[tags[k]]] for k in kinds}
 
 
 @dataclass(frozen=True)
@@ -287,12 +351,14 @@ def _vector_plan(kind: RecallKind, size: dict[str, Any], ask: _Ask) -> _Plan:
         search_cypher.EXACT_VECTOR_SEARCH[label],
         {"limit": depth, "k": depth * _oversample(label, query)},
     )
+    if kind == "summary":  # one current summary per channel
+        return exact
     scope, indexed = (
         (size["episodes"], size["all_episodes"])
         if kind == "episode"
         else (size["memories"], size["all_memories"])
     )
-    if kind == "summary" or scope <= EXACT_VECTOR_MAX:  # one current summary per channel
+    if scope <= EXACT_VECTOR_MAX:
         return exact
     channel = int(size.get("channel_episodes") or 0)
     if kind == "episode" and params["channel_key"] is not None and channel <= EXACT_CHANNEL_MAX:

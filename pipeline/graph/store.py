@@ -12,6 +12,7 @@ from neo4j import Driver, GraphDatabase
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
 from pipeline.errors import GraphUnavailable
+from pipeline.graph.vectorcache import VectorCache
 
 # The driver's own default page of records per round trip (neo4j SessionConfig.fetch_size).
 DEFAULT_FETCH_SIZE = 1000
@@ -30,6 +31,9 @@ class GraphStore:
     index_status: dict[str, Any] = field(default_factory=dict)
     # The size of agents' search scopes, and when each was read (pipeline/graph/search.py).
     scope_sizes: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    # Agents' vectors held for recall's cosine (pipeline/graph/vectorcache.py); off by default,
+    # a reading process turns it on (`vector_cache_mb`).
+    vectors: VectorCache = field(default_factory=lambda: VectorCache(0))
 
     @property
     def broken(self) -> bool:
@@ -45,6 +49,7 @@ class GraphStore:
         *,
         max_transaction_retry_time: float = 30.0,
         connection_timeout: float = 10.0,
+        vector_cache_mb: int = 0,
     ) -> GraphStore:
         auth = (user, password) if password else None
         driver = GraphDatabase.driver(
@@ -56,7 +61,9 @@ class GraphStore:
             # Schema hints ("property does not exist yet") would flood worker logs.
             notifications_min_severity="OFF",
         )
-        return cls(driver=driver, database=database)
+        return cls(
+            driver=driver, database=database, vectors=VectorCache(vector_cache_mb * 1024 * 1024)
+        )
 
     @contextmanager
     def session(

@@ -72,7 +72,7 @@ MATCH (n:{label} {{key: row.key}})
 WHERE n.embed_pending = true AND {text} = row.text
   AND coalesce({speaker}, '') = coalesce(row.speaker_label, '')
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
-SET n.embedded_with = $model
+SET n.embedded_with = $model, n.embedded_at = timestamp()
 REMOVE n.embed_pending
 RETURN count(n) AS stored
 """
@@ -182,7 +182,7 @@ MATCH (n:{EPISODE} {{key: row.key}})
 WHERE n.embed_pending = true AND coalesce(n.content, '') = row.text
   AND coalesce(n.speaker_label, '') = coalesce(row.speaker_label, '')
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
-SET n.embedded_with = $model, n.embedded_next = row.next_key
+SET n.embedded_with = $model, n.embedded_next = row.next_key, n.embedded_at = timestamp()
 REMOVE n.embed_pending
 RETURN count(n) AS stored
 """
@@ -196,6 +196,6 @@ WHERE p.embed_pending IS NULL AND p.embedded_next IS NULL AND p.embedded_with = 
   AND p.embedding IS NOT NULL AND size(p.embedding) = size(row.pair)
 WITH p, row, [i IN range(0, size(row.pair) - 1) | p.embedding[i] + row.pair[i]] AS summed
 CALL db.create.setNodeVectorProperty(p, 'embedding', summed)
-SET p.embedded_next = row.next_key
+SET p.embedded_next = row.next_key, p.embedded_at = timestamp()
 RETURN count(p) AS extended
 """

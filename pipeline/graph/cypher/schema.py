@@ -49,6 +49,11 @@ INDEXES: Final = (
         f"FOR (n:{label}) ON (n.embed_pending)"
         for label in (EPISODE, FACT, COMMITMENT, SUMMARY)
     ),
+    # What was embedded since a moment: the readers' vector caches catch up through it.
+    *(
+        f"CREATE INDEX {label.lower()}_embedded_at IF NOT EXISTS FOR (n:{label}) ON (n.embedded_at)"
+        for label in (EPISODE, FACT, COMMITMENT)
+    ),
     # Recall by keyword: English analysis (stemming, stop words), so "seat preference" finds
     # "I prefer an aisle seat"; an episode is found by its speaker's label too. The `scope`
     # terms let a query keep to one agent's (or channel's) nodes inside Lucene.

@@ -286,6 +286,17 @@ def _exact_then_filter(label: str) -> str:
 # Per label: the keyword (full-text) and vector statements, each scoped to the agent.
 KEYWORD_SEARCH: Final = {label: _search(_FULLTEXT, label) for label in _SCOPES}
 VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
+# Per label (episodes, facts, commitments): the reader's vector cache proposed `$candidates`
+# (key, score); the agent's whole scope is checked here, on the nodes as they are now.
+CACHED_VECTOR_SEARCH: Final = {
+    label: _search(
+        "UNWIND $candidates AS candidate\n"
+        f"MATCH (node:{label} {{key: candidate.key}}) WHERE node.embedded_with IS NOT NULL\n"
+        "WITH node, candidate.score AS score\n",
+        label,
+    )
+    for label in (EPISODE, FACT, COMMITMENT)
+}
 # Per label: exact cosine over everything in the agent's scope (no index, no oversampling), for
 # scopes small enough to scan; scores on the vector index's scale ((1 + cosine) / 2).
 EXACT_VECTOR_SEARCH: Final = {
@@ -322,7 +333,7 @@ _COLUMNS: Final = {
     SUMMARY: "key text created_at channel_id channel_key score",
 }
 # The parameters that differ between labels; a combined statement names them per label.
-_PER_LABEL = re.compile(r"\$(index|lucene|k|limit)\b")
+_PER_LABEL = re.compile(r"\$(index|lucene|k|limit|candidates)\b")
 
 
 def per_label(name: str, label: str) -> str:

@@ -1,0 +1,163 @@
+"""The reader's vector cache on its own (no services): exact nearest neighbours by channel or
+label, catching up through the `embedded_at` watermark (out-of-order commits inside the margin
+too), a change of model, the byte budget and its eviction order."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipeline.graph import vectorcache
+from pipeline.graph.vectorcache import VectorCache
+
+DIMS = 8
+
+
+class Table:
+    """What Neo4j would return: every row on a full read, rows stamped since `from_ms` else."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, dict[str, Any]] = {}
+        self.reads: list[dict[str, Any]] = []
+
+    def put(self, key: str, vector: list[float], channel: str, at: int) -> None:
+        self.records[key] = {"key": key, "embedding": vector, "channel_key": channel, "at": at}
+
+    def rows(self, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        self.reads.append(params)
+        since = params.get("from_ms")
+        return [r for r in self.records.values() if since is None or r["at"] >= since]
+
+
+def _vector(seed: int) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).normal(size=DIMS)]
+
+
+def _ask(
+    cache: VectorCache, table: Table, vector: list[float], wanted: dict[str | None, int]
+) -> dict[str | None, list[tuple[str, float]]] | None:
+    return _ask_as(cache, table, "t|a", vector, wanted)
+
+
+def _ask_as(
+    cache: VectorCache,
+    table: Table,
+    agent: str,
+    vector: list[float],
+    wanted: dict[str | None, int],
+) -> dict[str | None, list[tuple[str, float]]] | None:
+    if not cache.refresh(table.rows, "episode", tenant="t", agent_key=agent, dimensions=DIMS):
+        return None
+    return cache.nearest("episode", tenant="t", agent_key=agent, vector=vector, wanted=wanted)
+
+
+def _brute(table: Table, query: list[float], channel: str | None) -> list[tuple[str, float]]:
+    q = np.asarray(query) / np.linalg.norm(query)
+    scored = [
+        (
+            r["key"],
+            (1 + float(np.dot(q, np.asarray(r["embedding"]) / np.linalg.norm(r["embedding"])))) / 2,
+        )
+        for r in table.records.values()
+        if channel is None or r["channel_key"] == channel
+    ]
+    return sorted(scored, key=lambda kv: -kv[1])
+
+
+def test_nearest_is_exact_and_held_to_the_channel() -> None:
+    table = Table()
+    for i in range(200):
+        table.put(f"k{i}", _vector(i), f"ch{i % 3}", at=1000 + i)
+    cache = VectorCache(1 << 20)
+    query = _vector(999)
+    found = _ask(cache, table, query, {None: 10, "ch1": 5, "nowhere": 5})
+    assert found is not None
+    for tag, k in ((None, 10), ("ch1", 5)):
+        expected = _brute(table, query, tag)[:k]
+        assert [key for key, _ in found[tag]] == [key for key, _ in expected]
+        assert [s for _, s in found[tag]] == pytest.approx([s for _, s in expected], abs=1e-5)
+    assert found["nowhere"] == []
+    assert all(key in {f"k{i}" for i in range(1, 200, 3)} for key, _ in found["ch1"])
+
+
+def test_catches_up_on_what_was_embedded_since(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Table()
+    table.put("old", _vector(1), "ch", at=10_000)
+    cache = VectorCache(1 << 20)
+    query = _vector(2)
+    assert _keys(_ask(cache, table, query, {None: 5})) == ["old"]
+    # A new message and a re-embedded one.
+    table.put("new", query, "ch", at=20_000)
+    table.put("old", [-x for x in query], "ch", at=20_001)
+    found = _ask(cache, table, query, {None: 5})
+    assert found is not None
+    assert _keys(found) == ["new", "old"]
+    assert found[None][0][1] == pytest.approx(1.0, abs=1e-6)
+    assert found[None][-1][1] == pytest.approx(0.0, abs=1e-6)
+    assert table.reads[0].get("from_ms") is None  # the first read is whole
+    assert table.reads[1]["from_ms"] == 10_001  # then only what is newer
+    # A transaction that stamped before the newest vector seen but committed after it: found
+    # on the next margin re-read, RECHECK_SECONDS on.
+    table.put("late", _vector(3), "ch", at=20_001 - vectorcache.MARGIN_MS // 2)
+    assert "late" not in _keys(_ask(cache, table, query, {None: 5}))
+    clock = time.monotonic() + vectorcache.RECHECK_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: clock)
+    assert "late" in _keys(_ask(cache, table, query, {None: 5}))
+    assert table.reads[-1]["from_ms"] == 20_001 - vectorcache.MARGIN_MS
+
+
+def _keys(found: dict[str | None, list[tuple[str, float]]] | None) -> list[str]:
+    assert found is not None
+    return [key for key, _ in found[None]]
+
+
+def test_reloads_whole_after_a_while_and_drops_what_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    table.put("b", _vector(2), "ch", at=2)
+    cache = VectorCache(1 << 20)
+    assert len(_keys(_ask(cache, table, _vector(3), {None: 5}))) == 2
+    del table.records["b"]
+    assert len(_keys(_ask(cache, table, _vector(3), {None: 5}))) == 2
+    clock = time.monotonic() + vectorcache.RELOAD_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: clock)
+    assert _keys(_ask(cache, table, _vector(3), {None: 5})) == ["a"]
+
+
+def test_a_change_of_model_is_not_mixed_into_one_matrix() -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    cache = VectorCache(1 << 20)
+    assert _ask(cache, table, _vector(3), {None: 5}) is not None
+    table.put("b", [1.0] * (DIMS * 2), "ch", at=5)
+    assert _ask(cache, table, _vector(3), {None: 5}) is None
+    assert cache.nbytes == 0
+
+
+def test_budget_refuses_a_scope_too_big_and_evicts_the_least_recent() -> None:
+    table = Table()
+    for i in range(2000):
+        table.put(f"k{i}", _vector(i), "ch", at=i)
+    small = VectorCache(1000)
+    assert _ask(small, table, _vector(1), {None: 5}) is None
+    reads = len(table.reads)
+    assert _ask(small, table, _vector(1), {None: 5}) is None
+    assert len(table.reads) == reads  # not read again until RELOAD_SECONDS pass
+
+    roomy = VectorCache(int(2000 * DIMS * 4 * 1.5))  # one scope fits, two do not
+    for agent in ("t|a", "t|b"):
+        assert _ask_as(roomy, table, agent, _vector(1), {None: 3})
+    assert roomy.nbytes <= roomy.max_bytes
+    assert list(roomy._scopes) == [("episode", "t", "t|b")]
+
+
+def test_off_reads_nothing() -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    assert _ask(VectorCache(0), table, _vector(1), {None: 5}) is None
+    assert table.reads == []
