@@ -17,7 +17,7 @@ import redis
 
 from memsync.producer import Producer
 from memsync.settings import EMBED_QUEUE, Settings
-from pipeline.embedder import make_embedder
+from pipeline.embedder import Embedder, make_embedder
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from tests.integration.report import FAULT_REPORT
@@ -96,6 +96,15 @@ def graph(settings: Settings) -> Iterator[GraphStore]:
 def _close_runtime() -> Iterator[None]:
     yield
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def embedder(settings: Settings) -> Embedder:
+    """The session's own model, for tests that embed in-process (its embed worker may store
+    some of the same vectors first: they are the same)."""
+    made = make_embedder(settings)
+    assert made is not None
+    return made
 
 
 @pytest.fixture(scope="session")

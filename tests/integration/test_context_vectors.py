@@ -16,22 +16,17 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, make_embedder
-from pipeline.extract import RulesExtractor
-from pipeline.graph.contextvectors import embed_batch, pair_text
+from pipeline.embedder import Embedder
+from pipeline.graph.contextvectors import pair_text
 from pipeline.graph.cypher import retention as retention_cypher
-from pipeline.graph.embeddings import EMBEDDED_LABELS, PendingNode
+from pipeline.graph.embeddings import PendingNode
 from pipeline.graph.forgetting import Forgetter
 from pipeline.graph.store import GraphStore
-from pipeline.graph.writer import write_sync_jobs
-from pipeline.ingest import ingest_turns
-from pipeline.lens import BUILTIN_LENSES
-from pipeline.memorize import memorize
 from pipeline.summarize import ExtractiveSummarizer
-from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.event import SCHEMA_VERSION
 from schemas.keys import episode_key
+from tests.integration.writing import embed_all, write_open
 
 pytestmark = pytest.mark.integration
 
@@ -68,15 +63,7 @@ def _turn(tenant: str, n: int, agents: Sequence[dict[str, Any]]) -> dict[str, An
 
 
 def _write(graph: GraphStore, turns: list[dict[str, Any]]) -> None:
-    events = [validate_event(t) for t in turns]
-    jobs = ingest_turns(events, {}, DirectoryTrustPolicy("open", {})).jobs
-    write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
-
-
-def _embed_all(graph: GraphStore, embedder: Embedder) -> None:
-    for label in EMBEDDED_LABELS:
-        while embed_batch(graph, embedder, label, 256)[1]:
-            pass
+    write_open(graph, [validate_event(t) for t in turns])
 
 
 def _stored(graph: GraphStore, tenant: str, n: int) -> dict[str, Any]:
@@ -112,19 +99,12 @@ def _expected(embedder: Embedder, texts: list[str]) -> list[float]:
     return [sum(column) for column in zip(*embedder.embed(texts), strict=True)]
 
 
-@pytest.fixture(scope="module")
-def embedder(settings: Settings) -> Embedder:
-    made = make_embedder(settings)
-    assert made is not None
-    return made
-
-
 def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     graph: GraphStore, embedder: Embedder, settings: Settings
 ) -> None:
     tenant = f"cv{uuid.uuid4().hex[:12]}"
     _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     first, second = _stored(graph, tenant, 0), _stored(graph, tenant, 1)
     pair01 = _pair(0, 1)
     assert _cosine(first["vector"], _expected(embedder, [_text(0), pair01])) > 0.9999
@@ -141,7 +121,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     # pair (everyone who may find it heard the third), the third's takes nothing from the
     # second (the late joiner never heard it).
     _write(graph, [_turn(tenant, 2, [EARLY, LATE])])
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     second, third = _stored(graph, tenant, 1), _stored(graph, tenant, 2)
     pair12 = _pair(1, 2)
     assert _cosine(second["vector"], _expected(embedder, [_text(1), pair01, pair12])) > 0.9999
@@ -149,7 +129,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     assert _cosine(third["vector"], embedder.embed([_text(2)])[0]) > 0.9999
 
     # Once only: embedding again (or the session's embed worker) changes nothing.
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     assert _stored(graph, tenant, 1)["vector"] == second["vector"]
 
     # Forgetting Devon takes Devon's words out of the vectors beside theirs: the first
@@ -159,7 +139,7 @@ def test_vectors_hold_their_neighbours_and_a_late_joiner_gets_none_it_missed(
     )
     requeued = _stored(graph, tenant, 0)
     assert requeued["pending"] is True or requeued["next"] == third_key(tenant)
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     first = _stored(graph, tenant, 0)
     pair02 = _pair(0, 2)
     assert _cosine(first["vector"], _expected(embedder, [_text(0), pair02])) > 0.9999
@@ -176,7 +156,7 @@ def test_an_episode_that_gains_an_observer_is_embedded_again_without_what_it_mis
 ) -> None:
     tenant = f"cv{uuid.uuid4().hex[:12]}"
     _write(graph, [_turn(tenant, 0, [EARLY]), _turn(tenant, 1, [EARLY])])
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     pair01 = _pair(0, 1)
     both = _expected(embedder, [_text(1), pair01])
     assert _cosine(_stored(graph, tenant, 1)["vector"], both) > 0.9999
@@ -187,7 +167,7 @@ def test_an_episode_that_gains_an_observer_is_embedded_again_without_what_it_mis
     waiting = _stored(graph, tenant, 1)
     if waiting["pending"]:  # (the session's embed worker may have embedded it already)
         assert waiting["vector"] is None  # keyword only until embedded again
-    _embed_all(graph, embedder)
+    embed_all(graph, embedder)
     second = _stored(graph, tenant, 1)
     assert _cosine(second["vector"], embedder.embed([_text(1)])[0]) > 0.9999
     # The first message's vector may keep the pair: its only observer heard both.

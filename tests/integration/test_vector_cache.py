@@ -12,23 +12,16 @@ from typing import Any
 import pytest
 
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, make_embedder
-from pipeline.extract import RulesExtractor
-from pipeline.graph.contextvectors import embed_batch
-from pipeline.graph.embeddings import EMBEDDED_LABELS
+from pipeline.embedder import Embedder
 from pipeline.graph.forgetting import Forgetter
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from pipeline.graph.vectorcache import VectorCache
-from pipeline.graph.writer import write_sync_jobs
-from pipeline.ingest import ingest_turns
-from pipeline.lens import BUILTIN_LENSES
-from pipeline.memorize import memorize
 from pipeline.summarize import ExtractiveSummarizer
-from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.event import SCHEMA_VERSION
 from schemas.recall import RecallItem, RecallQuery
+from tests.integration.writing import embed_all, write_open
 
 pytestmark = pytest.mark.integration
 
@@ -71,17 +64,6 @@ def _turn(tenant: str, channel: str, n: int, sender: str, text: str, agent: dict
     )
 
 
-def _write(graph: GraphStore, events: list[Any]) -> None:
-    jobs = ingest_turns(events, {}, DirectoryTrustPolicy("open", {})).jobs
-    write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
-
-
-def _embed_all(graph: GraphStore, embedder: Embedder) -> None:
-    for label in EMBEDDED_LABELS:
-        while embed_batch(graph, embedder, label, 256)[1]:
-            pass
-
-
 def _ask(
     graph: GraphStore, embedder: Embedder, tenant: str, text: str, limit: int = 5
 ) -> list[RecallItem]:
@@ -100,23 +82,14 @@ def _evidence(items: list[RecallItem]) -> set[str]:
     return {message for item in items for message in item.evidence}
 
 
-@pytest.fixture(scope="module")
-def embedder(settings: Settings) -> Embedder:
-    made = make_embedder(settings)
-    assert made is not None
-    return made
-
-
 def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
     graph: GraphStore, embedder: Embedder, settings: Settings
 ) -> None:
     tenant = f"vc{uuid.uuid4().hex[:12]}"
-    _write(graph, [_turn(tenant, "ch-hike", n, *line, OURS) for n, line in enumerate(TRIP)])
+    write_open(graph, [_turn(tenant, "ch-hike", n, *line, OURS) for n, line in enumerate(TRIP)])
     # The same words in a channel only the other agent heard.
-    _write(
-        graph, [_turn(tenant, "ch-other", 0, "u-eve", "I have a pet cat, Priya minds it", THEIRS)]
-    )
-    _embed_all(graph, embedder)
+    write_open(graph, [_turn(tenant, "ch-other", 0, "u-eve", CAT, THEIRS)])
+    embed_all(graph, embedder)
     cached = dataclasses.replace(
         graph, vectors=VectorCache(64 << 20), index_status={}, scope_sizes={}
     )
@@ -128,8 +101,8 @@ def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
 
     # Said and embedded after the cache was filled: the best match by meaning at once (the
     # cached reader's vector hits are only ever what its cache proposed).
-    _write(graph, [_turn(tenant, "ch-hike", 9, "u-eve", CAT, OURS)])
-    _embed_all(graph, embedder)
+    write_open(graph, [_turn(tenant, "ch-hike", 9, "u-eve", CAT, OURS)])
+    embed_all(graph, embedder)
     best = _ask(cached, embedder, tenant, PET, limit=1)
     assert [i.evidence for i in best] == [["ch-hike-m9"]]
     assert "ch-other-m0" not in _evidence(_ask(cached, embedder, tenant, PET))  # not ours

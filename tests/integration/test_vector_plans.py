@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from memsync.settings import Settings
-from pipeline.embedder import Embedder, WordLlamaEmbedder, make_embedder
+from pipeline.embedder import Embedder, WordLlamaEmbedder
 from pipeline.extract import RulesExtractor
 from pipeline.graph import search
 from pipeline.graph.embeddings import EMBEDDED_LABELS, embed_pending
@@ -57,14 +56,6 @@ def turn(tenant: str, n: int, text: str, agents: list[dict[str, Any]]) -> dict[s
             }
         ],
     }
-
-
-@pytest.fixture(scope="module")
-def embedder(settings: Settings) -> Embedder:
-    # The session's own model: its embed worker may store some of these vectors first.
-    made = make_embedder(settings)
-    assert made is not None
-    return made
 
 
 @pytest.fixture(scope="module")
