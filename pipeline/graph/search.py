@@ -239,7 +239,6 @@ def _vector_search(
     if not wanted:
         return {}
     cacheable = [k for k in wanted if _cacheable(k, query)]
-    # Sizing the scope (for a plan without the cache) overlaps the query's embedding.
     # The cache catches up (or the scope is sized, for a plan without it) while the query's
     # embedding is made.
     fresh = _refresh(ask, cacheable)
