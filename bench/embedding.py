@@ -5,14 +5,15 @@ Each utterance is embedded as the vector index stores it, labelled with its spea
 ("Name (@handle): text"), in batches of 256 (MEMSYNC_EMBED_BATCH's default), in this process.
 Reads the full set from ../shared/data, or the vendored slice in tests/data when it is absent.
 
-Run: `.venv/bin/python -m bench.embedding [--embedder minilm|wordllama|all] [--batch 256]
-[--repeat 3]`
+Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|wordllama|all]
+[--batch 256] [--repeat 3]` (`minilm-numpy`: the same model on its numpy fallback runtime).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.shared import shared_data_dir
@@ -34,7 +35,11 @@ def utterances() -> tuple[list[str], Path]:
     return texts, root
 
 
-EMBEDDERS: dict[str, type[Embedder]] = {"minilm": MiniLMEmbedder, "wordllama": WordLlamaEmbedder}
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "minilm": MiniLMEmbedder,
+    "minilm-numpy": lambda: MiniLMEmbedder(runtime="numpy"),
+    "wordllama": WordLlamaEmbedder,
+}
 QUERIES = (
     "what's our prod region?",
     "What did Ross say about the dinosaur exhibit at the museum?",
@@ -42,12 +47,14 @@ QUERIES = (
 )
 
 
-def measure(embedder: Embedder, texts: list[str], batch: int, repeat: int) -> None:
+def measure(name: str, embedder: Embedder, texts: list[str], batch: int, repeat: int) -> None:
     """Load time, throughput over `texts` (best of `repeat` passes) and one query's p50."""
     started = time.perf_counter()
     embedder.embed(texts[:1])
     loaded = time.perf_counter() - started
-    print(f"model {embedder.model}, {embedder.dimensions} dimensions, loaded in {loaded:.2f}s")
+    print(
+        f"{name}: model {embedder.model}, {embedder.dimensions} dimensions, loaded in {loaded:.2f}s"
+    )
     best = float("inf")
     for _ in range(repeat):
         started = time.perf_counter()
@@ -75,7 +82,7 @@ def main() -> None:
     print(f"{len(texts)} labelled utterances from {root}")
     names = list(EMBEDDERS) if args.embedder == "all" else [args.embedder]
     for name in names:
-        measure(EMBEDDERS[name](), texts, args.batch, args.repeat)
+        measure(name, EMBEDDERS[name](), texts, args.batch, args.repeat)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import multiprocessing
@@ -52,6 +53,7 @@ from pipeline.graph.schema import init_schema
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from pipeline.graph.vectorcache import VectorCache
+from pipeline.minilm import MiniLMEmbedder
 from schemas.recall import RecallMode, RecallQuery
 from tests.datasets import TESTS_DATA_DIR
 from workers.local import services
@@ -258,6 +260,14 @@ def asks(tenant: Tenant, corpus: Corpus, count: int, seed: int) -> list[Ask]:
 
 
 Runner = Callable[[GraphStore, Ask], object]
+
+
+def query_embedder(embedder: Embedder, runtime: str) -> Embedder:
+    """The embedder recall uses for its queries: MiniLM on the runtime asked for (the vectors
+    are the same either way), any other model as it is."""
+    if isinstance(embedder, MiniLMEmbedder) and runtime != "onnx":
+        return MiniLMEmbedder(runtime=runtime)
+    return embedder
 
 
 def runners(embedder: Embedder, dm_policy: str) -> dict[str, Runner]:
@@ -534,11 +544,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the reader's vector cache (MEMSYNC_RECALL_VECTOR_CACHE_MB; 0: off); a list such "
         "as 0,512 measures each on the same graph",
     )
+    parser.add_argument(
+        "--query-runtime",
+        default="onnx",
+        help="MiniLM's runtime for the queries timed (onnx, numpy); a list such as onnx,numpy "
+        "measures each on the same graph (same vectors, so the same answers)",
+    )
     parser.add_argument("--profile-at", type=int, default=100000, help="size to PROFILE at")
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     rates = [int(r) for r in args.rates.split(",") if r]
     cache_sizes = [int(mb) for mb in args.vector_cache_mb.split(",") if mb]
+    runtimes = [r for r in args.query_runtime.split(",") if r] or ["onnx"]
     try:
         root = shared_data_dir()
     except FileNotFoundError:
@@ -578,6 +595,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "embed_batch": {"load": args.load_embed_batch, "lag": batch},
         "reuse_vectors": args.reuse_vectors,
         "vector_cache_mb": cache_sizes,
+        "query_runtimes": runtimes,
         "queries": args.queries,
         "sizes": {},
     }
@@ -587,7 +605,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         report["shape_check"] = problems or "identical"
         say(f"shape check (bulk loader vs writer): {problems or 'identical'}")
         tenant = Tenant(TENANT, corpus)
-        run = runners(embedder, settings.dm_memory_policy)
+        runs = {
+            r: runners(query_embedder(embedder, r), settings.dm_memory_policy) for r in runtimes
+        }
         rng_seed = 8
         loaded = 0
         for size in sizes:
@@ -618,13 +638,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "settle_s": settle_s,
                 "by_vector_cache_mb": {},
             }
-            for mb in cache_sizes:
+            for mb, runtime in itertools.product(cache_sizes, runtimes):
                 # Each setting on the same graph, from an empty cache (its loads are timed).
                 reader = dataclasses.replace(graph, vectors=VectorCache(mb << 20))
-                figures, timings = measure(reader, run, queries, warm)
-                say(f"\nreader's vector cache: {f'{mb} MB' if mb else 'off'}")
+                figures, timings = measure(reader, runs[runtime], queries, warm)
+                say(
+                    f"\nreader's vector cache: {f'{mb} MB' if mb else 'off'}"
+                    + (f"; queries embedded by {runtime}" if len(runtimes) > 1 else "")
+                )
                 _print_table(size, figures)
-                entry["by_vector_cache_mb"][str(mb)] = {
+                setting = str(mb) if len(runtimes) == 1 else f"{mb}/{runtime}"
+                entry["by_vector_cache_mb"][setting] = {
                     "latency_ms": figures,
                     "statement_median_ms": _print_breakdown(timings),
                     "cache_mb_used": reader.vectors.nbytes / 2**20,
