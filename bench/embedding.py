@@ -6,7 +6,9 @@ Each utterance is embedded as the vector index stores it, labelled with its spea
 Reads the full set from ../shared/data, or the vendored slice in tests/data when it is absent.
 
 Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|wordllama|all]
-[--batch 256] [--repeat 3]` (`minilm-numpy`: the same model on its numpy fallback runtime).
+[--batch 256] [--repeat 3] [--load N]` (`minilm-numpy`: the same model on its numpy fallback
+runtime; `--load N`: N CPU-bound processes run beside it, as Neo4j and the other workers would
+on a shared machine).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.emitlatency import start_burners, stop_burners
 from bench.shared import shared_data_dir
 from pipeline.embedder import Embedder, WordLlamaEmbedder, labelled
 from pipeline.minilm import MiniLMEmbedder
@@ -77,12 +80,17 @@ def main() -> None:
     parser.add_argument("--embedder", choices=[*EMBEDDERS, "all"], default="all")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best is shown")
+    parser.add_argument("--load", type=int, default=0, help="CPU-bound processes beside it")
     args = parser.parse_args()
     texts, root = utterances()
-    print(f"{len(texts)} labelled utterances from {root}")
+    print(f"{len(texts)} labelled utterances from {root}; {args.load} CPU-bound processes beside")
     names = list(EMBEDDERS) if args.embedder == "all" else [args.embedder]
-    for name in names:
-        measure(name, EMBEDDERS[name](), texts, args.batch, args.repeat)
+    burners = start_burners(args.load)
+    try:
+        for name in names:
+            measure(name, EMBEDDERS[name](), texts, args.batch, args.repeat)
+    finally:
+        stop_burners(burners)
 
 
 if __name__ == "__main__":

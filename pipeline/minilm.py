@@ -226,17 +226,20 @@ def make_encoder(weights: Weights, runtime: str = "onnx") -> Encoder:
         else:
             from pipeline.minilmgraph import OnnxEncoder, graph_bytes
 
-            return OnnxEncoder(
-                graph_bytes(weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS)
-            )
+            def graph(weights: Weights) -> bytes:
+                return graph_bytes(
+                    weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS
+                )
+
+            return OnnxEncoder(lambda: graph(_load()[0]), first=graph(weights))
     return NumpyEncoder(weights)
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions): a six-layer transformer, so meaning, not only words.
 
-    A few hundred messages a second on two cores (bench/embedding.py), hence its own queue and
-    workers. The weights load on the first `embed`, in the process that embeds. `runtime`
+    About 120 messages a second on two quiet cores (bench/embedding.py), hence its own queue
+    and workers. The weights load on the first `embed`, in the process that embeds. `runtime`
     "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from pipeline import onnxproto as proto
@@ -141,37 +142,41 @@ def _layer(g: _Graph, x: str, bias: str, prefix: str, name: str) -> str:
 
 
 class OnnxEncoder:
-    """Sessions over one serialised graph: one on the calling thread for a query or two (the
-    read side shares its cores with Neo4j), one on every core for batches; each made when first
-    needed, so a reader that only embeds queries holds one."""
+    """One onnxruntime session at a time over the graph: on the calling thread alone while only
+    queries come (the read side shares its cores with Neo4j), on every core from the first
+    batch on (an embed worker). A session holds its own packed copy of the weights (about
+    130 MB), so the query session is dropped when the batch one is made, and the serialised
+    graph is dropped once a session holds it (`build` makes it again if ever needed)."""
 
-    def __init__(self, model: bytes) -> None:
-        self._model: bytes | None = model
-        self._sessions: dict[int, Any] = {}
+    def __init__(self, build: Callable[[], bytes], first: bytes | None = None) -> None:
+        self._build = build
+        self._model = first
+        self._query: Any = None
+        self._batch: Any = None
         self._lock = threading.Lock()
 
-    def session(self, threads: int) -> Any:
+    def session(self, *, small: bool) -> Any:
         with self._lock:
-            return self._sessions.get(threads) or self._make(threads)
+            if self._batch is not None:
+                return self._batch
+            if small:
+                if self._query is None:
+                    self._query = self._make(1)
+                return self._query
+            self._batch, self._query = self._make(_cores()), None
+            return self._batch
 
     def _make(self, threads: int) -> Any:
         import onnxruntime
 
-        assert self._model is not None  # kept until both sessions exist
-
+        model, self._model = self._model or self._build(), None
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         # Idle threads sleep rather than spin: the cores are shared with Neo4j and Celery.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        made = onnxruntime.InferenceSession(
-            self._model, options, providers=["CPUExecutionProvider"]
-        )
-        self._sessions[threads] = made
-        if len(self._sessions) == 2:
-            self._model = None  # about 90 MB, needed only to make a session
-        return made
+        return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
     def encode(
         self, ids: NDArray[np.int64], mask: NDArray[np.float32], *, small: bool
@@ -179,10 +184,9 @@ class OnnxEncoder:
         """Unit sentence vectors of a padded batch, as pipeline/minilm.py's `encode`."""
         import numpy as np
 
-        threads = 1 if small else _cores()
         positions = np.arange(ids.shape[1], dtype=np.int64)
         feeds = {"ids": ids, "positions": positions, "mask": mask}
-        out: NDArray[np.float32] = self.session(threads).run(["vectors"], feeds)[0]
+        out: NDArray[np.float32] = self.session(small=small).run(["vectors"], feeds)[0]
         return out
 
 

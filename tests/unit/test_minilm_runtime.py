@@ -34,12 +34,42 @@ def test_onnxruntime_is_the_default_runtime(onnx_embedder: MiniLMEmbedder) -> No
     assert isinstance(encoder, OnnxEncoder)
 
 
-def test_onnxruntime_and_numpy_give_the_same_vectors(onnx_embedder: MiniLMEmbedder) -> None:
+class _CountingEncoder(OnnxEncoder):
+    """Sessions as plain objects, each one made recorded with its thread count."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: b"graph")
+        self.made: list[int] = []
+
+    def _make(self, threads: int) -> object:
+        self.made.append(threads)
+        return object()
+
+
+def test_one_session_at_a_time() -> None:
+    """The query session goes when the batch session comes: each holds its own copy of the
+    weights."""
+    encoder = _CountingEncoder()
+    query = encoder.session(small=True)
+    assert encoder.session(small=True) is query
+    batch = encoder.session(small=False)
+    assert batch is not query
+    assert encoder.session(small=True) is batch
+    assert encoder.session(small=False) is batch
+    assert len(encoder.made) == 2
+    assert encoder.made[0] == 1
+
+
+def test_onnxruntime_and_numpy_give_the_same_vectors() -> None:
     reference = np.array(MiniLMEmbedder(runtime="numpy").embed(TEXTS))
-    batched = np.array(onnx_embedder.embed(TEXTS))  # padded batch, every core
-    alone = np.array([onnx_embedder.embed([t])[0] for t in TEXTS])  # one thread each
-    assert np.abs(batched - reference).max() < 1e-5
-    assert np.abs(alone - reference).max() < 1e-5
+    fresh = MiniLMEmbedder()
+    # Queries first (the one-thread session), then a padded batch (the session on every core,
+    # which serves queries too from then on).
+    alone = np.array([fresh.embed([t])[0] for t in TEXTS])
+    batched = np.array(fresh.embed(TEXTS))
+    after = np.array([fresh.embed([t])[0] for t in TEXTS])
+    for vectors in (alone, batched, after):
+        assert np.abs(vectors - reference).max() < 1e-5
     # Not trivially equal: the texts' vectors differ from one another.
     assert float(reference[0] @ reference[1]) < 0.9
 
