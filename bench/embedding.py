@@ -14,6 +14,7 @@ on a shared machine).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,21 +51,23 @@ QUERIES = (
 )
 
 
+def rss_mb() -> float:
+    """This process's resident memory now (Linux), in MB."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def measure(name: str, embedder: Embedder, texts: list[str], batch: int, repeat: int) -> None:
-    """Load time, throughput over `texts` (best of `repeat` passes) and one query's p50."""
+    """Load time; one query's p50 and the memory added, as a reader (recall) has them; then
+    throughput over `texts` (best of `repeat` passes) and the memory, as an embed worker has
+    them. Memory is the process's growth: run one embedder a process for a clean figure."""
+    before = rss_mb()
     started = time.perf_counter()
     embedder.embed(texts[:1])
     loaded = time.perf_counter() - started
     print(
         f"{name}: model {embedder.model}, {embedder.dimensions} dimensions, loaded in {loaded:.2f}s"
     )
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for i in range(0, len(texts), batch):
-            embedder.embed(texts[i : i + batch])
-        best = min(best, time.perf_counter() - started)
-    print(f"  batch {batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass)")
     one: list[float] = []
     for _ in range(20):
         for query in QUERIES:
@@ -72,7 +75,20 @@ def measure(name: str, embedder: Embedder, texts: list[str], batch: int, repeat:
             embedder.embed([query])
             one.append(time.perf_counter() - started)
     one.sort()
-    print(f"  one query: p50 {one[len(one) // 2] * 1000:.1f} ms, max {one[-1] * 1000:.1f} ms")
+    print(
+        f"  one query: p50 {one[len(one) // 2] * 1000:.1f} ms, max {one[-1] * 1000:.1f} ms; "
+        f"memory +{rss_mb() - before:,.0f} MB"
+    )
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            embedder.embed(texts[i : i + batch])
+        best = min(best, time.perf_counter() - started)
+    print(
+        f"  batch {batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass); "
+        f"memory +{rss_mb() - before:,.0f} MB"
+    )
 
 
 def main() -> None:
