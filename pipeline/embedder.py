@@ -142,12 +142,17 @@ class WordLlamaEmbedder:
         return vectors
 
 
-def make_embedder(settings: Settings) -> Embedder | None:
-    """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off."""
+def make_embedder(settings: Settings, *, one_shot: bool = False) -> Embedder | None:
+    """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off.
+
+    `one_shot`: for a process that embeds a query and exits (the CLI's `recall` and
+    `context`). MiniLM then runs on numpy, which is ready in about a quarter of the second
+    onnxruntime needs to build its session, and one query costs a few milliseconds more.
+    """
     if settings.embedder == "none":
         return None
     if settings.embedder == "wordllama":
         return WordLlamaEmbedder()
     from pipeline.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder()
+    return MiniLMEmbedder(runtime="numpy" if one_shot else "onnx")

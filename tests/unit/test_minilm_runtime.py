@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+from memsync.settings import Settings
 from pipeline import onnxproto
+from pipeline.embedder import WordLlamaEmbedder, make_embedder
 from pipeline.minilm import MiniLMEmbedder, NumpyEncoder, make_encoder
 from pipeline.minilmgraph import OnnxEncoder
 
@@ -99,4 +101,16 @@ def test_a_tensor_carries_its_dims_type_name_and_little_endian_data() -> None:
     # dims 1 and 2 (field 1), data_type INT64 (field 2), name "t" (field 8), 16 raw bytes (9).
     assert encoded == (
         b"\x08\x01\x08\x02\x10\x07" + b"\x42\x01t" + b"\x4a\x10" + np.array([1, 2], "<i8").tobytes()
+    )
+
+
+def test_a_one_shot_process_gets_numpy_and_a_long_lived_one_onnxruntime() -> None:
+    """The CLI's recall embeds one query and exits: numpy is ready sooner than a session."""
+    one_shot = make_embedder(Settings(), one_shot=True)
+    long_lived = make_embedder(Settings())
+    assert isinstance(one_shot, MiniLMEmbedder) and isinstance(long_lived, MiniLMEmbedder)
+    one_shot.embed(["load"])
+    assert isinstance(one_shot._model()[0], NumpyEncoder)
+    assert isinstance(
+        make_embedder(Settings(embedder="wordllama"), one_shot=True), WordLlamaEmbedder
     )
