@@ -399,7 +399,7 @@ def _embed_loop(uri: str, name: EmbedderName, batch: int, stop: Any, counts: Any
     """The embed side of the lag test (own process): drain continuously until told to stop."""
     from workers.worker.embedding import drain
 
-    embedder = make_embedder(Settings(embedder=name))
+    embedder = make_embedder(Settings(embedder=name), use="batches")
     assert embedder is not None
     graph = GraphStore.connect(uri, "neo4j", None, "neo4j")
     try:

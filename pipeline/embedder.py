@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from pipeline.errors import ConfigurationError
 
@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from memsync.settings import Settings
+
+
+# What a process will embed, which decides how MiniLM runs (make_embedder).
+EmbedderUse = Literal["queries", "batches", "once"]
 
 
 class Embedder(Protocol):
@@ -142,12 +146,14 @@ class WordLlamaEmbedder:
         return vectors
 
 
-def make_embedder(settings: Settings, *, one_shot: bool = False) -> Embedder | None:
+def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedder | None:
     """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off.
 
-    `one_shot`: for a process that embeds a query and exits (the CLI's `recall` and
-    `context`). MiniLM then runs on numpy, which is ready in about a quarter of the second
-    onnxruntime needs to build its session, and one query costs a few milliseconds more.
+    `use` says what the process will embed. "queries": a reader (recall, build_context); MiniLM
+    runs each on one thread. "batches": an embed worker; MiniLM runs on every core from the
+    start. "once": a process that embeds one query and exits (the CLI's `recall` and
+    `context`); MiniLM runs on numpy, ready in about a quarter of the second onnxruntime needs
+    to build its session, for a few milliseconds more on the query.
     """
     if settings.embedder == "none":
         return None
@@ -155,4 +161,6 @@ def make_embedder(settings: Settings, *, one_shot: bool = False) -> Embedder | N
         return WordLlamaEmbedder()
     from pipeline.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder(runtime="numpy" if one_shot else "onnx")
+    if use == "once":
+        return MiniLMEmbedder(runtime="numpy")
+    return MiniLMEmbedder(batches=use == "batches")

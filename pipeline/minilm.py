@@ -216,8 +216,9 @@ class NumpyEncoder:
         return encode(self.weights, ids, mask)
 
 
-def make_encoder(weights: Weights, runtime: str = "onnx") -> Encoder:
-    """onnxruntime over the weights, or numpy where it is asked for or cannot be imported."""
+def make_encoder(weights: Weights, runtime: str = "onnx", *, batches: bool = False) -> Encoder:
+    """onnxruntime over the weights, or numpy where it is asked for or cannot be imported.
+    `batches`: mostly batches will come (an embed worker), so every core from the start."""
     if runtime == "onnx":
         try:
             import onnxruntime  # noqa: F401
@@ -231,7 +232,7 @@ def make_encoder(weights: Weights, runtime: str = "onnx") -> Encoder:
                     weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS
                 )
 
-            return OnnxEncoder(lambda: graph(_load()[0]), first=graph(weights))
+            return OnnxEncoder(lambda: graph(_load()[0]), first=graph(weights), batches=batches)
     return NumpyEncoder(weights)
 
 
@@ -243,8 +244,9 @@ class MiniLMEmbedder:
     "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     """
 
-    def __init__(self, runtime: str = "onnx") -> None:
+    def __init__(self, runtime: str = "onnx", *, batches: bool = False) -> None:
         self._runtime = runtime
+        self._batches = batches
         self._loaded: tuple[Encoder, Tokenizer] | None = None
         self._lock = threading.Lock()
 
@@ -264,7 +266,8 @@ class MiniLMEmbedder:
         with self._lock:
             if self._loaded is None:
                 weights, tokenizer = _load()
-                self._loaded = (make_encoder(weights, self._runtime), tokenizer)
+                encoder = make_encoder(weights, self._runtime, batches=self._batches)
+                self._loaded = (encoder, tokenizer)
             return self._loaded
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -106,11 +106,9 @@ def test_a_tensor_carries_its_dims_type_name_and_little_endian_data() -> None:
 
 def test_a_one_shot_process_gets_numpy_and_a_long_lived_one_onnxruntime() -> None:
     """The CLI's recall embeds one query and exits: numpy is ready sooner than a session."""
-    one_shot = make_embedder(Settings(), one_shot=True)
+    one_shot = make_embedder(Settings(), use="once")
     long_lived = make_embedder(Settings())
     assert isinstance(one_shot, MiniLMEmbedder) and isinstance(long_lived, MiniLMEmbedder)
     one_shot.embed(["load"])
     assert isinstance(one_shot._model()[0], NumpyEncoder)
-    assert isinstance(
-        make_embedder(Settings(embedder="wordllama"), one_shot=True), WordLlamaEmbedder
-    )
+    assert isinstance(make_embedder(Settings(embedder="wordllama"), use="once"), WordLlamaEmbedder)

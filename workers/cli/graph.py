@@ -152,7 +152,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         error = exc.errors()[0]
         return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
     by_meaning = searching and args.mode != "keyword"
-    embedder = make_embedder(settings, one_shot=True) if by_meaning else None
+    embedder = make_embedder(settings, use="once") if by_meaning else None
     items = search_memory(
         runtime.graph(), query, embedder=embedder, dm_policy=settings.dm_memory_policy
     )
@@ -186,7 +186,7 @@ def _context(args: argparse.Namespace, settings: Settings) -> int:
     searching = bool(args.query and args.query.strip())
     memory = Memory(
         runtime.graph(),
-        embedder=make_embedder(settings, one_shot=True) if searching else None,
+        embedder=make_embedder(settings, use="once") if searching else None,
         dm_policy=settings.dm_memory_policy,
     )
     try:

@@ -59,7 +59,7 @@ def process_embedder(settings: Settings) -> Embedder | None:
     key = (os.getpid(), settings.embedder)
     with _embedder_lock:
         if _embedder_key != key:
-            _embedder, _embedder_key = make_embedder(settings), key
+            _embedder, _embedder_key = make_embedder(settings, use="batches"), key
         return _embedder
 
 
