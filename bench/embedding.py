@@ -6,9 +6,10 @@ Each utterance is embedded as the vector index stores it, labelled with its spea
 Reads the full set from ../shared/data, or the vendored slice in tests/data when it is absent.
 
 Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|wordllama|all]
-[--batch 256] [--repeat 3] [--load N]` (`minilm-numpy`: the same model on its numpy fallback
-runtime; `--load N`: N CPU-bound processes run beside it, as Neo4j and the other workers would
-on a shared machine).
+[--batch 256] [--repeat 3] [--load N] [--use queries|batches|both]` (`minilm-numpy`: the same
+model on its numpy fallback runtime; `--load N`: N CPU-bound processes run beside it, as Neo4j
+and the other workers would on a shared machine; `--use`: as a reader embeds, as an embed
+worker does, or both in turn).
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def utterances() -> tuple[list[str], Path]:
     return texts, root
 
 
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {
-    "minilm": MiniLMEmbedder,
-    "minilm-numpy": lambda: MiniLMEmbedder(runtime="numpy"),
-    "wordllama": WordLlamaEmbedder,
+# Each embedder as a reader (queries) or an embed worker (batches) would make it.
+EMBEDDERS: dict[str, Callable[[bool], Embedder]] = {
+    "minilm": lambda batches: MiniLMEmbedder(batches=batches),
+    "minilm-numpy": lambda batches: MiniLMEmbedder(runtime="numpy", batches=batches),
+    "wordllama": lambda batches: WordLlamaEmbedder(),
 }
 QUERIES = (
     "what's our prod region?",
@@ -57,10 +59,11 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure(name: str, embedder: Embedder, texts: list[str], batch: int, repeat: int) -> None:
-    """Load time; one query's p50 and the memory added, as a reader (recall) has them; then
-    throughput over `texts` (best of `repeat` passes) and the memory, as an embed worker has
-    them. Memory is the process's growth: run one embedder a process for a clean figure."""
+def measure(
+    name: str, embedder: Embedder, texts: list[str], batch: int, repeat: int, use: str
+) -> None:
+    """Load time; as a reader (`use` queries) one query's p50, as an embed worker (batches) the
+    throughput over `texts` (best of `repeat` passes); and the memory the process grew by."""
     before = rss_mb()
     started = time.perf_counter()
     embedder.embed(texts[:1])
@@ -68,27 +71,29 @@ def measure(name: str, embedder: Embedder, texts: list[str], batch: int, repeat:
     print(
         f"{name}: model {embedder.model}, {embedder.dimensions} dimensions, loaded in {loaded:.2f}s"
     )
-    one: list[float] = []
-    for _ in range(20):
-        for query in QUERIES:
+    if use in ("queries", "both"):
+        one: list[float] = []
+        for _ in range(20):
+            for query in QUERIES:
+                started = time.perf_counter()
+                embedder.embed([query])
+                one.append(time.perf_counter() - started)
+        one.sort()
+        print(
+            f"  one query: p50 {one[len(one) // 2] * 1000:.1f} ms, max {one[-1] * 1000:.1f} ms; "
+            f"memory +{rss_mb() - before:,.0f} MB"
+        )
+    if use in ("batches", "both"):
+        best = float("inf")
+        for _ in range(repeat):
             started = time.perf_counter()
-            embedder.embed([query])
-            one.append(time.perf_counter() - started)
-    one.sort()
-    print(
-        f"  one query: p50 {one[len(one) // 2] * 1000:.1f} ms, max {one[-1] * 1000:.1f} ms; "
-        f"memory +{rss_mb() - before:,.0f} MB"
-    )
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for i in range(0, len(texts), batch):
-            embedder.embed(texts[i : i + batch])
-        best = min(best, time.perf_counter() - started)
-    print(
-        f"  batch {batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass); "
-        f"memory +{rss_mb() - before:,.0f} MB"
-    )
+            for i in range(0, len(texts), batch):
+                embedder.embed(texts[i : i + batch])
+            best = min(best, time.perf_counter() - started)
+        print(
+            f"  batch {batch}: {len(texts) / best:,.0f} messages/s ({best:.2f}s per pass); "
+            f"memory +{rss_mb() - before:,.0f} MB"
+        )
 
 
 def main() -> None:
@@ -97,6 +102,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best is shown")
     parser.add_argument("--load", type=int, default=0, help="CPU-bound processes beside it")
+    parser.add_argument(
+        "--use",
+        choices=("queries", "batches", "both"),
+        default="both",
+        help="as a reader, as an embed worker, or both in turn (run one use a process for a "
+        "clean memory figure)",
+    )
     args = parser.parse_args()
     texts, root = utterances()
     print(f"{len(texts)} labelled utterances from {root}; {args.load} CPU-bound processes beside")
@@ -104,7 +116,8 @@ def main() -> None:
     burners = start_burners(args.load)
     try:
         for name in names:
-            measure(name, EMBEDDERS[name](), texts, args.batch, args.repeat)
+            embedder = EMBEDDERS[name](args.use == "batches")
+            measure(name, embedder, texts, args.batch, args.repeat, args.use)
     finally:
         stop_burners(burners)
 
