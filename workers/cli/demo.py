@@ -161,9 +161,9 @@ def _play(settings: Settings) -> int:
 
 def _show_reading(settings: Settings, tenant: str) -> None:
     """Memory given back: one agent's assembled context for a channel, and one recall."""
-    memory = Memory(
-        runtime.graph(), embedder=make_embedder(settings), dm_policy=settings.dm_memory_policy
-    )
+    # Two queries, then the demo exits: the one-shot embedder is ready soonest.
+    embedder = make_embedder(settings, use="once")
+    memory = Memory(runtime.graph(), embedder=embedder, dm_policy=settings.dm_memory_policy)
     context = memory.build_context(
         "a-travel", "ch-trip", tenant=tenant, query="seat budget", budget_tokens=600
     )
