@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import neo4j
+import numpy
 
 from bench.bulkload import Corpus, Tenant, ensure_people, load, load_corpus, shape_check, write_rows
 from bench.shared import shared_data_dir
@@ -320,6 +321,9 @@ def measure(
         cold = (time.perf_counter() - started) * 1000
         for ask in warm[1:]:
             runner(graph, ask)
+        # The vector cache reads agents' scopes in the background: the timed queries start
+        # once what the warm-up asked for is in (what it did not ask for loads while timed).
+        graph.vectors.wait_for_loads(600)
         took = []
         for ask in queries:
             started = time.perf_counter()
@@ -363,9 +367,31 @@ class Remembering:
     100k load need not spend half an hour re-embedding repeats. Only for loading: the lag test
     pays the model's real cost."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, memo: Path | None = None) -> None:
         self.inner = inner
         self.known: dict[str, list[float]] = {}
+        self.memo = memo
+        if memo is not None and memo.exists():
+            with numpy.load(memo) as saved:
+                # A memo of another model is not used.
+                if str(saved["model"]) == inner.model:
+                    texts, vectors = saved["texts"].tolist(), saved["vectors"].tolist()
+                    self.known = dict(zip(texts, vectors, strict=True))
+        self._saved = len(self.known)
+
+    def save(self) -> None:
+        """Write every vector known to `--vector-memo` (kept across runs, so the next run's load
+        of the same tenant embeds nothing it has seen; float32, about 1.5 KB a text)."""
+        if self.memo is None or len(self.known) == self._saved:
+            return
+        numpy.savez(
+            self.memo.with_suffix(".tmp.npz"),
+            model=numpy.array(self.inner.model),
+            texts=numpy.array(list(self.known)),
+            vectors=numpy.array(list(self.known.values()), dtype=numpy.float32),
+        )
+        self.memo.with_suffix(".tmp.npz").replace(self.memo)
+        self._saved = len(self.known)
 
     @property
     def model(self) -> str:
@@ -490,6 +516,73 @@ def _lag_sample(graph: GraphStore, t: float) -> dict[str, float]:
     return {"t": round(t, 1), "pending": int(record["pending"]), "lag_s": round(lag, 2)}
 
 
+Say = Callable[..., None]
+
+
+def timed(
+    graph: TimedGraph,
+    tenant: Tenant,
+    corpus: Corpus,
+    size: int,
+    runs: dict[str, dict[str, Runner]],
+    args: argparse.Namespace,
+    say: Say,
+) -> dict[str, Any]:
+    """The timed queries on a loaded graph, once per vector cache size and query runtime asked
+    for; the same queries (seeded by the size) every time, so runs compare."""
+    rng_seed = 8
+    queries = asks(tenant, corpus, args.queries, rng_seed)
+    warm = asks(tenant, corpus, WARMUP, rng_seed + size)
+    entry: dict[str, Any] = {"by_vector_cache_mb": {}}
+    cache_sizes = [int(mb) for mb in args.vector_cache_mb.split(",") if mb]
+    for mb, runtime in itertools.product(cache_sizes, runs):
+        # Each setting on the same graph, from an empty cache (its loads are timed).
+        reader = dataclasses.replace(graph, vectors=VectorCache(mb << 20))
+        figures, timings = measure(reader, runs[runtime], queries, warm)
+        say(
+            f"\nreader's vector cache: {f'{mb} MB' if mb else 'off'}"
+            + (f"; queries embedded by {runtime}" if len(runs) > 1 else "")
+        )
+        _print_table(size, figures)
+        setting = str(mb) if len(runs) == 1 else f"{mb}/{runtime}"
+        entry["by_vector_cache_mb"][setting] = {
+            "latency_ms": figures,
+            "statement_median_ms": _print_breakdown(timings),
+            "cache_mb_used": reader.vectors.nbytes / 2**20,
+        }
+        if size == args.profile_at:
+            entry["profile"] = _profile_slowest(reader, timings, say)
+    return entry
+
+
+def hold(path: Path, uri: str, size: int, pid: int, say: Say) -> None:
+    """Keep the loaded graph up for `--attach` runs (code changes measured on the same graph
+    without loading it again) until `path` is removed."""
+    path.write_text(json.dumps({"uri": uri, "size": size, "pid": pid}))
+    say(f"\nholding the {size:,}-episode graph at {uri}: --attach {path}; remove it to stop")
+    while path.exists():
+        time.sleep(1.0)  # polling a file the operator removes, not a condition of the graph
+
+
+def attach(
+    path: Path,
+    corpus: Corpus,
+    runs: dict[str, dict[str, Runner]],
+    args: argparse.Namespace,
+    say: Say,
+) -> dict[str, Any]:
+    """Time the queries on a graph another run holds (`--hold`)."""
+    held = json.loads(path.read_text())
+    graph = TimedGraph.connect(held["uri"], "neo4j", None, "neo4j")
+    assert isinstance(graph, TimedGraph)
+    try:
+        say(f"attached to the {held['size']:,}-episode graph at {held['uri']}")
+        say(f"Neo4j settled in {settle(held['pid']):.1f} s")
+        return timed(graph, Tenant(TENANT, corpus), corpus, held["size"], runs, args, say)
+    finally:
+        graph.close()
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -539,6 +632,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="loading embeds each distinct text once (the corpus repeats): same vectors, faster",
     )
     parser.add_argument(
+        "--vector-memo",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --reuse-vectors: keep the distinct texts' vectors in this file across runs "
+        "(a second 100k load embeds nothing; about 1.5 KB a text; name it *.npz)",
+    )
+    parser.add_argument(
         "--vector-cache-mb",
         default=str(Settings().recall_vector_cache_mb),
         help="the reader's vector cache (MEMSYNC_RECALL_VECTOR_CACHE_MB; 0: off); a list such "
@@ -551,6 +652,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         "measures each on the same graph (same vectors, so the same answers)",
     )
     parser.add_argument("--profile-at", type=int, default=100000, help="size to PROFILE at")
+    parser.add_argument(
+        "--hold",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="after the timed queries keep Neo4j and the loaded graph up until PATH is removed",
+    )
+    parser.add_argument(
+        "--attach",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="time the queries on the graph a --hold run keeps (nothing is loaded)",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     rates = [int(r) for r in args.rates.split(",") if r]
@@ -572,11 +687,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     embedder = make_embedder(settings)
     assert embedder is not None  # both choices build one
     batch = args.embed_batch or settings.embed_batch
-    loader: Embedder = Remembering(embedder) if args.reuse_vectors else embedder
+    if args.vector_memo is not None and not args.reuse_vectors:
+        parser.error("--vector-memo needs --reuse-vectors")
+    loader: Embedder = Remembering(embedder, args.vector_memo) if args.reuse_vectors else embedder
     say(
         f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
         f"{len(corpus.queries):,} held-out queries ({root})"
     )
+    runs = {r: runners(query_embedder(embedder, r), settings.dm_memory_policy) for r in runtimes}
+    if args.attach is not None:
+        _report(args.json, {"attached": attach(args.attach, corpus, runs, args, say)})
+        return
     work = Path(tempfile.mkdtemp(prefix="memsync-latency-"))
     port = services.free_port()
     uri = f"bolt://127.0.0.1:{port}"
@@ -607,10 +728,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         report["shape_check"] = problems or "identical"
         say(f"shape check (bulk loader vs writer): {problems or 'identical'}")
         tenant = Tenant(TENANT, corpus)
-        runs = {
-            r: runners(query_embedder(embedder, r), settings.dm_memory_policy) for r in runtimes
-        }
-        rng_seed = 8
         loaded = 0
         for size in sizes:
             started = time.perf_counter()
@@ -622,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             stored, embed_s = embed_all(graph, loader, args.load_embed_batch)
             say(f"embedded {stored:,} nodes in {embed_s:.1f} s ({stored / embed_s:,.0f}/s)")
             if isinstance(loader, Remembering):
+                loader.save()
                 say(f"  ({len(loader.known):,} distinct texts embedded so far: --reuse-vectors)")
             started = time.perf_counter()
             with graph.session() as session:
@@ -629,35 +747,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             online_s = time.perf_counter() - started
             settle_s = settle(neo.process.pid)
             say(f"indexes online in {online_s:.1f} s; Neo4j settled in {settle_s:.1f} s")
-            queries = asks(tenant, corpus, args.queries, rng_seed)
-            warm = asks(tenant, corpus, WARMUP, rng_seed + size)
-            entry: dict[str, Any] = {
+            entry = {
                 "load_s": load_s,
                 "embedded": stored,
                 "embed_s": embed_s,
                 "embed_per_s": stored / embed_s if embed_s else None,
                 "indexes_online_s": online_s,
                 "settle_s": settle_s,
-                "by_vector_cache_mb": {},
             }
-            for mb, runtime in itertools.product(cache_sizes, runtimes):
-                # Each setting on the same graph, from an empty cache (its loads are timed).
-                reader = dataclasses.replace(graph, vectors=VectorCache(mb << 20))
-                figures, timings = measure(reader, runs[runtime], queries, warm)
-                say(
-                    f"\nreader's vector cache: {f'{mb} MB' if mb else 'off'}"
-                    + (f"; queries embedded by {runtime}" if len(runtimes) > 1 else "")
-                )
-                _print_table(size, figures)
-                setting = str(mb) if len(runtimes) == 1 else f"{mb}/{runtime}"
-                entry["by_vector_cache_mb"][setting] = {
-                    "latency_ms": figures,
-                    "statement_median_ms": _print_breakdown(timings),
-                    "cache_mb_used": reader.vectors.nbytes / 2**20,
-                }
-                if size == args.profile_at:
-                    entry["profile"] = _profile_slowest(reader, timings, say)
+            entry.update(timed(graph, tenant, corpus, size, runs, args, say))
             report["sizes"][str(size)] = entry
+        if args.hold is not None:
+            hold(args.hold, uri, loaded, neo.process.pid, say)
         if rates:
             base = 0
             report["lag"] = []
@@ -681,11 +782,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         graph.close()
         neo.stop()
-    if args.json == "-":
+    _report(args.json, report)
+
+
+def _report(where: str | None, report: dict[str, Any]) -> None:
+    if where == "-":
         json.dump(report, sys.stdout, indent=2, default=str)
         print()
-    elif args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    elif where:
+        Path(where).write_text(json.dumps(report, indent=2, default=str))
 
 
 def _profile_slowest(

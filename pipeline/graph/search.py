@@ -11,6 +11,7 @@ cannot appear.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -74,12 +75,19 @@ VECTOR_WEIGHT: Final = 0.5
 _FETCH_FACTOR: Final = 3
 _MIN_FETCH: Final = 30
 _FILTERED_OVERSAMPLE: Final = 4
-# Vector search runs as two parallel parts, each with the statement that sizes its scope:
-# messages, and what was distilled from them.
-_VECTOR_GROUPS: Final[tuple[tuple[tuple[RecallKind, ...], str], ...]] = (
-    (("episode",), search_cypher.EPISODE_SCOPE_SIZE),
-    (("fact", "commitment", "summary"), search_cypher.MEMORY_SCOPE_SIZE),
+# Without the reader's vector cache, vector search runs as two parallel parts, messages and what
+# was distilled from them, each sizing its scope (a statement) to choose its plan. With it, one
+# part: the cache proposes candidates of both, checked in one statement.
+_VECTOR_GROUPS: Final[tuple[tuple[RecallKind, ...], ...]] = (
+    ("episode",),
+    ("fact", "commitment", "summary"),
 )
+# The statement that sizes each kind's scope (summaries need none: one per channel).
+_SIZING: Final[dict[RecallKind, str]] = {
+    "episode": search_cypher.EPISODE_SCOPE_SIZE,
+    "fact": search_cypher.MEMORY_SCOPE_SIZE,
+    "commitment": search_cypher.MEMORY_SCOPE_SIZE,
+}
 INDEX_STATUS_SECONDS: Final = 10.0
 SCOPE_SIZE_SECONDS: Final = 10.0
 _SCOPE_SIZE_ENTRIES: Final = 10_000
@@ -133,9 +141,14 @@ def recall(
         meaning: list[Future[dict[str, float]]] = []
         if by_meaning and embedder is not None:
             embedding = pool.submit(embedder.embed, [query.query or ""])
+            parts = (
+                [tuple(k for group in _VECTOR_GROUPS for k in group)]
+                if graph.vectors.enabled
+                else _VECTOR_GROUPS
+            )
             meaning = [
-                pool.submit(_vector_search, ask, embedding, kinds, sizing, vector_rows)
-                for kinds, sizing in _VECTOR_GROUPS
+                pool.submit(_vector_search, ask, embedding, kinds, vector_rows)
+                for kinds in parts
                 if set(kinds) & set(query.kinds)
             ]
         if keyword:
@@ -228,24 +241,26 @@ def _vector_search(
     ask: _Ask,
     embedding: Future[list[list[float]]],
     kinds: Sequence[RecallKind],
-    sizing: str,
     rows: Rows,
 ) -> dict[str, float]:
-    """Cosine scores across `kinds` (those asked for), in one statement: exact over a scope
-    small enough by `sizing`, else the index. The query's `embedding` is awaited only once the
-    plan is made. `rows` may be shared with another thread: each key is written by one kind."""
+    """Cosine scores across `kinds` (those asked for), in one statement: the vector cache's
+    proposals where it holds the scope, else exact over a scope small enough, else the index.
+    The query's `embedding` is awaited only once the plan is made. `rows` may be shared with
+    another thread: each key is written by one kind."""
     query, fetch, online = ask.query, ask.fetch, ask.online
     wanted = [k for k in kinds if k in query.kinds and VECTOR_INDEXES[LABELS[k]] in online]
     if not wanted:
         return {}
     cacheable = [k for k in wanted if _cacheable(k, query)]
-    # The cache catches up (or the scope is sized, for a plan without it) while the query's
+    # The cache catches up (or the scopes are sized, for a plan without it) while the query's
     # embedding is made.
     fresh = _refresh(ask, cacheable)
-    planned = [k for k in wanted if k != "summary" and not (fresh and k in cacheable)]
-    size = _scope_size(ask, sizing) if planned else {}
+    sizes: dict[str, dict[str, Any]] = {}
+    for kind in wanted:
+        if kind != "summary" and kind not in fresh:
+            sizes.setdefault(_SIZING[kind], _scope_size(ask, _SIZING[kind]))
     vector = embedding.result()[0]
-    cached = _cached(ask, cacheable, vector) if fresh else {}
+    cached = _cached(ask, [k for k in cacheable if k in fresh], vector)
     parts: list[tuple[str, str]] = []
     values: dict[str, Any] = {}
     retry: _Plan | None = None
@@ -256,8 +271,10 @@ def _vector_search(
             values[per_label("candidates", label)] = cached[kind]
             values[per_label("limit", label)] = _depth(kind, fetch, query)
             continue
-        if not size and kind != "summary":
-            size = _scope_size(ask, sizing)
+        size: dict[str, Any] = {}
+        if kind != "summary":
+            sizing = _SIZING[kind]
+            size = sizes.get(sizing) or sizes.setdefault(sizing, _scope_size(ask, sizing))
         plan = _vector_plan(kind, size, ask)
         parts.append((label, plan.statement))
         values.update(plan.values(label))
@@ -265,10 +282,12 @@ def _vector_search(
     values["vector"] = vector
     try:
         found = _run_combined(ask, parts, values, rows)
-        if retry is not None and len(found) < _depth("episode", fetch, query):
+        if retry is not None and len([key for key in found if rows[key][0] == "episode"]) < _depth(
+            "episode", fetch, query
+        ):
             # Too few of the channel's best were the agent's own: scan its own instead.
             again = {"vector": vector, **retry.values(EPISODE)}
-            found = _run_combined(ask, [(EPISODE, retry.statement)], again, rows)
+            found.update(_run_combined(ask, [(EPISODE, retry.statement)], again, rows))
         return found
     except ClientError as exc:
         # Vectors of another size (the embedder changed, `memsync graph reembed` not yet run):
@@ -287,23 +306,31 @@ def _cacheable(kind: RecallKind, query: RecallQuery) -> bool:
     return kind != "episode" or not (query.about or query.since or query.until)
 
 
-def _group(kinds: Sequence[RecallKind]) -> Group:
-    return "episode" if kinds[0] == "episode" else "memory"
+def _group(kind: RecallKind) -> Group:
+    return "episode" if kind == "episode" else "memory"
 
 
-def _refresh(ask: _Ask, kinds: Sequence[RecallKind]) -> bool:
-    """Bring the vector cache's scope of `kinds` (one group: messages, or facts and
-    commitments) up to date; False when it is not cached."""
+def _refresh(ask: _Ask, kinds: Sequence[RecallKind]) -> set[RecallKind]:
+    """Bring the vector cache's scopes of `kinds` (messages; facts and commitments) up to date,
+    in one statement; the kinds whose scope is cached."""
     if not kinds or ask.dimensions is None or not ask.graph.vectors.enabled:
-        return False
+        return set()
     with ask.graph.session(write=False) as session:
-        return ask.graph.vectors.refresh(
+        fresh = ask.graph.vectors.refresh_groups(
             session.run,
-            _group(kinds),
+            sorted({_group(kind) for kind in kinds}),
             tenant=ask.query.tenant,
             agent_key=ask.params["agent_key"],
             dimensions=ask.dimensions,
+            load=functools.partial(_read_all, ask.graph),
         )
+    return {kind for kind in kinds if _group(kind) in fresh}
+
+
+def _read_all(graph: GraphStore, statement: str, params: dict[str, Any]) -> list[Any]:
+    """Every record of a read, in a session of its own (the vector cache's background loads)."""
+    with graph.session(write=False) as session:
+        return list(session.run(statement, params))
 
 
 def _cached(
@@ -314,17 +341,23 @@ def _cached(
     query, params = ask.query, ask.params
     # Messages are held to the channel asked for; facts and commitments are told by label.
     tags = {kind: params["channel_key"] if kind == "episode" else LABELS[kind] for kind in kinds}
-    wanted = {tags[k]: _depth(k, ask.fetch, query) * _oversample(LABELS[k], query) for k in kinds}
-    found = ask.graph.vectors.nearest(
-        _group(kinds),
-        tenant=query.tenant,
-        agent_key=params["agent_key"],
-        vector=vector,
-        wanted=wanted,
-    )
-    if found is None:
-        return {}
-    return {k: [{"key": key, "score": score} for key, score in found[tags[k]]] for k in kinds}
+    result: dict[RecallKind, list[dict[str, Any]]] = {}
+    for part in sorted({_group(kind) for kind in kinds}):
+        mine = [k for k in kinds if _group(k) == part]
+        wanted = {
+            tags[k]: _depth(k, ask.fetch, query) * _oversample(LABELS[k], query) for k in mine
+        }
+        found = ask.graph.vectors.nearest(
+            part,
+            tenant=query.tenant,
+            agent_key=params["agent_key"],
+            vector=vector,
+            wanted=wanted,
+        )
+        if found is not None:
+            for k in mine:
+                result[k] = [{"key": key, "score": score} for key, score in found[tags[k]]]
+    return result
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ scopes go first, and a scope that does not fit is not cached (recall asks Neo4j 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +39,11 @@ RELOAD_SECONDS: Final = 300.0
 # whole embed batch's rows each time.)
 RECHECK_SECONDS: Final = 10.0
 MARGIN_MS: Final = 5000
+# A background read that failed (Neo4j away, say) is tried again no sooner than this.
+LOAD_RETRY_SECONDS: Final = 10.0
 _INITIAL_ROWS: Final = 1024
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +54,7 @@ class _Scope:
     dimensions: int
     matrix: npt.NDArray[np.float32]
     tags: npt.NDArray[np.int32]  # the row's channel (episodes) or label (memories), coded
+    stamps: npt.NDArray[np.int64]  # the row's `embedded_at`
     keys: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     codes: dict[str, int] = field(default_factory=dict)
@@ -67,13 +73,15 @@ class _Scope:
         keys: list[str] = []
         vectors: list[Any] = []
         tags: list[int] = []
+        stamps: list[int] = []
         for record in records:
             if len(record["embedding"]) != self.dimensions:
                 return False
             keys.append(record["key"])
             vectors.append(record["embedding"])
             tags.append(self.codes.setdefault(str(record["channel_key"]), len(self.codes)))
-            self.watermark = max(self.watermark, int(record["at"] or 0))
+            stamps.append(int(record["at"] or 0))
+            self.watermark = max(self.watermark, stamps[-1])
         if not keys:
             return True
         block = np.asarray(vectors, dtype=np.float32)
@@ -90,9 +98,15 @@ class _Scope:
         if len(self.keys) > len(self.matrix):
             self.matrix = _grown(self.matrix, len(self.keys))
             self.tags = np.resize(self.tags, len(self.matrix))
+            self.stamps = np.resize(self.stamps, len(self.matrix))
         self.matrix[at] = block
         self.tags[at] = tags
+        self.stamps[at] = stamps
         return True
+
+    def stamped_since(self, from_ms: int) -> int:
+        """How many rows were stamped at or after `from_ms`."""
+        return int(np.count_nonzero(self.stamps[: len(self.keys)] >= from_ms))
 
     def nearest(
         self, query: npt.NDArray[np.float32], k: int, tag: str | None
@@ -136,6 +150,9 @@ class VectorCache:
         self._lock = threading.Lock()
         # Scopes found too big for the budget, by their size then, so they are not read again.
         self._too_big: dict[tuple[str, str, str], float] = {}
+        # Scopes being read in the background, and when a background read last failed.
+        self._loading: dict[tuple[str, str, str], threading.Event] = {}
+        self._failed: dict[tuple[str, str, str], float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -150,33 +167,107 @@ class VectorCache:
         self, rows: Rows, group: Group, *, tenant: str, agent_key: str, dimensions: int
     ) -> bool:
         """Bring the agent's scope of `group` up to date through `rows` (runs a statement,
-        yields records): read whole the first time and every RELOAD_SECONDS, else only what was
-        embedded since. False when it is not cached (caching off, or too big for the budget)."""
+        yields records); False when it is not cached (see `refresh_groups`)."""
+        fresh = self.refresh_groups(
+            rows, (group,), tenant=tenant, agent_key=agent_key, dimensions=dimensions
+        )
+        return group in fresh
+
+    def refresh_groups(
+        self,
+        rows: Rows,
+        groups: Sequence[Group],
+        *,
+        tenant: str,
+        agent_key: str,
+        dimensions: int,
+        load: Rows | None = None,
+    ) -> set[Group]:
+        """Bring the agent's scopes of `groups` up to date: each read whole the first time and
+        every RELOAD_SECONDS, else only what was embedded since, all groups' new vectors in one
+        statement. The groups that are cached (none when caching is off, or a scope too big for
+        the budget).
+
+        With `load` (a rows function another thread may call), the whole reads run in the
+        background: a scope being read for the first time is not cached yet (recall asks Neo4j
+        meanwhile), and one due for its periodic reload serves as it is until the new one is
+        in. An agent's first recall then costs what it cost without the cache, not the two
+        seconds of reading its 30k vectors; nor does any recall wait for a reload."""
         if not self.enabled:
-            return False
-        key = (group, tenant, agent_key)
-        refused = self._too_big.get(key)
-        if refused is not None:
-            if time.monotonic() - refused < RELOAD_SECONDS:
-                return False
-            self._too_big.pop(key, None)
-        scope = self._scope(key, dimensions)
-        params = {"tenant": tenant, "agent_key": agent_key}
-        with scope.lock:
-            if key in self._too_big:
-                return False
-            if scope.loaded_at == 0.0 or time.monotonic() - scope.loaded_at > RELOAD_SECONDS:
-                if not self._reload(key, scope, rows, params):
-                    return False
-            else:
+            return set()
+        params: dict[str, Any] = {"tenant": tenant, "agent_key": agent_key}
+        fresh: set[Group] = set()
+        behind: dict[Group, tuple[_Scope, int]] = {}
+        held: dict[Group, _Scope] = {}
+        try:
+            # Scope locks in one order (the groups'), so two readers never wait on each other.
+            for group in sorted(set(groups)):
+                key = (group, tenant, agent_key)
+                refused = self._too_big.get(key)
+                if refused is not None:
+                    if time.monotonic() - refused < RELOAD_SECONDS:
+                        continue
+                    self._too_big.pop(key, None)
+                scope = self._scope(key, dimensions)
+                scope.lock.acquire()
+                held[group] = scope
+                if key in self._too_big:
+                    continue
+                due = scope.loaded_at == 0.0 or time.monotonic() - scope.loaded_at > RELOAD_SECONDS
+                if due and load is not None:
+                    self._load_later(key, dimensions, load, params)
+                    if scope.loaded_at == 0.0:
+                        continue
+                elif due:
+                    if self._reload(key, scope, rows, params):
+                        fresh.add(group)
+                    continue
                 since = scope.watermark + 1
                 if time.monotonic() - scope.checked_at > RECHECK_SECONDS:
-                    since, scope.checked_at = max(scope.watermark - MARGIN_MS, 0), time.monotonic()
-                if not scope.put(rows(cypher.READS[group][1], {**params, "from_ms": since})):
-                    self._drop(key)
-                    return False
-        self._account(key, scope)
-        return True
+                    margin, scope.checked_at = max(scope.watermark - MARGIN_MS, 0), time.monotonic()
+                    if load is None:
+                        since = margin
+                    else:
+                        # The margin holds a whole embed batch's rows: read off the query path.
+                        self._load_later(key, dimensions, load, params, from_ms=margin)
+                behind[group] = (scope, since)
+            fresh |= self._catch_up(rows, behind, params, tenant, agent_key)
+        finally:
+            for scope in held.values():
+                scope.lock.release()
+        for group in fresh:
+            self._account((group, tenant, agent_key), held[group])
+        return fresh
+
+    def _catch_up(
+        self,
+        rows: Rows,
+        behind: dict[Group, tuple[_Scope, int]],
+        params: dict[str, Any],
+        tenant: str,
+        agent_key: str,
+    ) -> set[Group]:
+        """Read what each scope in `behind` (its lock held) lacks since its watermark, in one
+        statement; the groups brought up to date."""
+        if not behind:
+            return set()
+        if len(behind) == 1:
+            ((group, (scope, since)),) = behind.items()
+            records: dict[Group, list[Any]] = {
+                group: list(rows(cypher.READS[group][1], {**params, "from_ms": since}))
+            }
+        else:
+            records = {group: [] for group in behind}
+            values = {f"from_ms_{group}": since for group, (_, since) in behind.items()}
+            for record in rows(cypher.NEW_VECTORS_BOTH, {**params, **values}):
+                records[record["part"]].append(record)
+        fresh: set[Group] = set()
+        for group, (scope, _) in behind.items():
+            if scope.put(records[group]):
+                fresh.add(group)
+            else:
+                self._drop((group, tenant, agent_key))
+        return fresh
 
     def nearest(
         self,
@@ -221,19 +312,100 @@ class VectorCache:
     ) -> bool:
         """Read the whole scope anew into `old` (this thread holds its lock); False when it
         cannot be cached."""
-        scope = _empty(old.dimensions)
+        scope = self._read_whole(key, old.dimensions, rows, params)
+        if scope is None:
+            return False
+        _swap(old, scope)
+        return True
+
+    def _read_whole(
+        self, key: tuple[str, str, str], dimensions: int, rows: Rows, params: dict[str, Any]
+    ) -> _Scope | None:
+        """The whole scope as Neo4j has it now; None (and the scope dropped) when it cannot be
+        cached: vectors of another size, or too big for the budget."""
+        scope = _empty(dimensions)
         scope.loaded_at = time.monotonic()
         if not scope.put(rows(cypher.READS[key[0]][0], params)):
             self._drop(key)
-            return False
+            return None
         if scope.nbytes > self.max_bytes:
             self._drop(key)
             self._too_big[key] = time.monotonic()
-            return False
-        old.matrix, old.tags, old.keys, old.rows = scope.matrix, scope.tags, scope.keys, scope.rows
-        old.codes, old.watermark = scope.codes, scope.watermark
-        old.loaded_at = old.checked_at = scope.loaded_at
-        return True
+            return None
+        return scope
+
+    def _load_later(
+        self,
+        key: tuple[str, str, str],
+        dimensions: int,
+        load: Rows,
+        params: dict[str, Any],
+        *,
+        from_ms: int | None = None,
+    ) -> None:
+        """Read the scope in a thread of its own, whole and then swapped in, or (`from_ms`)
+        what was stamped since then added: one read at a time per scope; a failed one is tried
+        again LOAD_RETRY_SECONDS on."""
+        with self._lock:
+            failed = self._failed.get(key)
+            if key in self._loading or (failed and time.monotonic() - failed < LOAD_RETRY_SECONDS):
+                return
+            done = threading.Event()
+            self._loading[key] = done
+
+        def run() -> None:
+            try:
+                if from_ms is not None:
+                    self._read_since(key, dimensions, load, {**params, "from_ms": from_ms})
+                    return
+                scope = self._read_whole(key, dimensions, load, params)
+                if scope is not None:
+                    with self._lock:
+                        current = self._scopes.get(key)
+                    if current is not None and current.dimensions == dimensions:
+                        with current.lock:
+                            _swap(current, scope)
+                        self._account(key, current)
+            except Exception:
+                # Recall goes on without the cache for this scope (Neo4j answers it).
+                log.warning("vector cache: reading %s failed", key[0], exc_info=True)
+                with self._lock:
+                    self._failed[key] = time.monotonic()
+            finally:
+                with self._lock:
+                    self._loading.pop(key, None)
+                done.set()
+
+        threading.Thread(target=run, name="memsync-vector-load", daemon=True).start()
+
+    def _read_since(
+        self, key: tuple[str, str, str], dimensions: int, load: Rows, params: dict[str, Any]
+    ) -> None:
+        """The margin re-read: count first (a few index hits, no vectors), read the rows only
+        when Neo4j holds more stamped since `from_ms` than this scope does."""
+        with self._lock:
+            scope = self._scopes.get(key)
+        if scope is None or scope.dimensions != dimensions:
+            return
+        (counted,) = load(cypher.COUNTS[key[0]], params)
+        with scope.lock:
+            if int(counted["stamped"]) <= scope.stamped_since(params["from_ms"]):
+                return
+        records = load(cypher.READS[key[0]][1], params)
+        with scope.lock:
+            if not scope.put(records):
+                self._drop(key)
+
+    def wait_for_loads(self, timeout: float) -> bool:
+        """Wait until no scope is being read in the background; False if `timeout` passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = list(self._loading.values())
+            if not pending:
+                return True
+            if not pending[0].wait(max(deadline - time.monotonic(), 0.0)):
+                return False
 
     def _drop(self, key: tuple[str, str, str]) -> None:
         with self._lock:
@@ -250,9 +422,18 @@ class VectorCache:
                     total -= self._scopes.pop(other).nbytes
 
 
+def _swap(old: _Scope, new: _Scope) -> None:
+    """Give `old` (its lock held) everything `new` read: readers keep their reference."""
+    old.matrix, old.tags, old.keys, old.rows = new.matrix, new.tags, new.keys, new.rows
+    old.stamps = new.stamps
+    old.codes, old.watermark = new.codes, new.watermark
+    old.loaded_at = old.checked_at = new.loaded_at
+
+
 def _empty(dimensions: int) -> _Scope:
     return _Scope(
         dimensions=dimensions,
         matrix=np.zeros((0, dimensions), dtype=np.float32),
         tags=np.zeros(0, dtype=np.int32),
+        stamps=np.zeros(0, dtype=np.int64),
     )

@@ -1,6 +1,7 @@
 """The reader's vector cache on its own (no services): exact nearest neighbours by channel or
 label, catching up through the `embedded_at` watermark (out-of-order commits inside the margin
-too), a change of model, the byte budget and its eviction order."""
+too), a change of model, the byte budget and its eviction order, both groups caught up in one
+read, and whole reads and margin re-reads in the background."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline.graph import vectorcache
-from pipeline.graph.vectorcache import VectorCache
+from pipeline.graph.cypher import vectors as cypher
+from pipeline.graph.vectorcache import Group, VectorCache
 
 DIMS = 8
 
@@ -22,14 +24,19 @@ class Table:
     def __init__(self) -> None:
         self.records: dict[str, dict[str, Any]] = {}
         self.reads: list[dict[str, Any]] = []
+        self.counts: list[dict[str, Any]] = []
 
     def put(self, key: str, vector: list[float], channel: str, at: int) -> None:
         self.records[key] = {"key": key, "embedding": vector, "channel_key": channel, "at": at}
 
     def rows(self, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        self.reads.append(params)
         since = params.get("from_ms")
-        return [r for r in self.records.values() if since is None or r["at"] >= since]
+        found = [r for r in self.records.values() if since is None or r["at"] >= since]
+        if statement in cypher.COUNTS.values():
+            self.counts.append(params)
+            return [{"stamped": len(found)}]
+        self.reads.append(params)
+        return found
 
 
 def _vector(seed: int) -> list[float]:
@@ -161,3 +168,108 @@ def test_off_reads_nothing() -> None:
     table.put("a", _vector(1), "ch", at=1)
     assert _ask(VectorCache(0), table, _vector(1), {None: 5}) is None
     assert table.reads == []
+
+
+def test_both_groups_catch_up_in_one_read_each_from_its_own_watermark() -> None:
+    episodes, memories = Table(), Table()
+    episodes.put("e1", _vector(1), "ch", at=100)
+    memories.put("f1", _vector(2), "Fact", at=500)
+    reads: list[tuple[str, dict[str, Any]]] = []
+
+    def rows(statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        reads.append((statement, params))
+        if statement == cypher.NEW_VECTORS_BOTH:
+            found = [
+                {**r, "part": part}
+                for part, table in (("episode", episodes), ("memory", memories))
+                for r in table.rows(statement, {"from_ms": params[f"from_ms_{part}"]})
+            ]
+            return found
+        table = episodes if statement in cypher.READS["episode"] else memories
+        return table.rows(statement, params)
+
+    cache = VectorCache(1 << 20)
+    both: tuple[Group, ...] = ("episode", "memory")
+    fresh = cache.refresh_groups(rows, both, tenant="t", agent_key="t|a", dimensions=DIMS)
+    assert fresh == {"episode", "memory"}
+    assert len(reads) == 2  # the first reads are whole, one per group
+    episodes.put("e2", _vector(3), "ch", at=200)
+    memories.put("c1", _vector(4), "Commitment", at=600)
+    fresh = cache.refresh_groups(rows, both, tenant="t", agent_key="t|a", dimensions=DIMS)
+    assert fresh == {"episode", "memory"}
+    assert len(reads) == 3
+    statement, params = reads[-1]
+    assert statement == cypher.NEW_VECTORS_BOTH
+    assert (params["from_ms_episode"], params["from_ms_memory"]) == (101, 501)
+    cases: list[tuple[Group, str, int, str]] = [
+        ("memory", "Commitment", 4, "c1"),
+        ("episode", "ch", 3, "e2"),
+    ]
+    for group, tag, seed, expected in cases:
+        found = cache.nearest(
+            group, tenant="t", agent_key="t|a", vector=_vector(seed), wanted={tag: 1}
+        )
+        assert found is not None
+        assert [key for key, _ in found[tag]] == [expected]
+        assert found[tag][0][1] == pytest.approx(1.0, abs=1e-6)
+
+
+def _nearest(cache: VectorCache, vector: list[float], k: int) -> list[str]:
+    return _keys(
+        cache.nearest("episode", tenant="t", agent_key="t|a", vector=vector, wanted={None: k})
+    )
+
+
+def _fresh(cache: VectorCache, table: Table, load: bool = True) -> set[Group]:
+    return cache.refresh_groups(
+        table.rows,
+        ("episode",),
+        tenant="t",
+        agent_key="t|a",
+        dimensions=DIMS,
+        load=table.rows if load else None,
+    )
+
+
+def test_whole_reads_run_in_the_background_and_never_hold_a_recall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    cache = VectorCache(1 << 20)
+    # The first recall is not served by the cache (Neo4j answers it) while its scope loads.
+    assert _fresh(cache, table) == set()
+    assert cache.wait_for_loads(10)
+    assert _fresh(cache, table) == {"episode"}
+    table.put("b", _vector(2), "ch", at=2)
+    # Due for the periodic reload: served as it is (caught up on what is new) while it reloads.
+    del table.records["a"]
+    clock = time.monotonic() + vectorcache.RELOAD_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: clock)
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
+    assert _nearest(cache, _vector(1), 5) == ["b"]  # "a" left on reload
+
+
+def test_the_margin_is_counted_first_and_read_only_when_neo4j_has_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=10_000)
+    cache = VectorCache(1 << 20)
+    assert _fresh(cache, table, load=False) == {"episode"}
+    reads = len(table.reads)
+    clock = time.monotonic() + vectorcache.RECHECK_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: clock)
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
+    assert len(table.counts) == 1  # counted, and as many as cached: no rows read
+    assert table.reads[reads:] == [{"tenant": "t", "agent_key": "t|a", "from_ms": 10_001}]
+    # Committed late with an earlier stamp: the count differs, so the margin is read.
+    table.put("late", _vector(2), "ch", at=10_000 - vectorcache.MARGIN_MS // 2)
+    clock += vectorcache.RECHECK_SECONDS + 1
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
+    assert len(table.counts) == 2
+    assert table.reads[-1]["from_ms"] == 10_000 - vectorcache.MARGIN_MS
+    assert _nearest(cache, _vector(2), 1) == ["late"]

@@ -58,3 +58,19 @@ READS: Final = {
     "episode": (ALL_EPISODE_VECTORS, NEW_EPISODE_VECTORS),
     "memory": (ALL_MEMORY_VECTORS, NEW_MEMORY_VECTORS),
 }
+
+# Per group, how many vectors in scope were stamped at or after `$from_ms`: the cache compares
+# it with its own count, and reads the rows only when Neo4j has more (an embed transaction that
+# stamped before the watermark but committed after the cache read past it).
+COUNTS: Final = {
+    group: statement[: statement.rindex("RETURN ")] + "RETURN count(*) AS stamped\n"
+    for group, (_, statement) in READS.items()
+}
+
+# Both groups' new vectors in one round trip (a recall refreshes both), each row tagged with its
+# group and each group read from its own watermark (`$from_ms_episode`, `$from_ms_memory`).
+NEW_VECTORS_BOTH: Final = "\nUNION ALL\n".join(
+    f"CALL () {{{statement.replace('$from_ms', f'$from_ms_{group}')}}}\n"
+    f"RETURN '{group}' AS part, key, embedding, channel_key, at"
+    for group, (_, statement) in READS.items()
+)
