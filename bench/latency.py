@@ -415,14 +415,16 @@ class Remembering:
         return [self.known[t] for t in texts]
 
 
-def embed_all(graph: GraphStore, embedder: Embedder, batch: int) -> tuple[int, float]:
+def embed_all(
+    graph: GraphStore, embedder: Embedder, batch: int, *, in_context: bool = True
+) -> tuple[int, float]:
     """Drain the whole backlog with the embed worker's own drain; (nodes stored, seconds)."""
     from workers.worker.embedding import drain
 
     started = time.perf_counter()
     stored = 0
     while True:
-        _, done, more = drain(graph, embedder, batch, run_seconds=600)
+        _, done, more = drain(graph, embedder, batch, run_seconds=600, in_context=in_context)
         stored += done
         if not more:
             return stored, time.perf_counter() - started
@@ -639,6 +641,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="loading embeds each distinct text once (the corpus repeats): same vectors, faster",
     )
     parser.add_argument(
+        "--no-embed-context",
+        action="store_true",
+        help="load with one embedding per message (MEMSYNC_EMBED_CONTEXT=false): half the "
+        "texts to embed, and with --reuse-vectors about 15k instead of 100k for a 100k tenant; "
+        "reading is the same either way (one vector per episode)",
+    )
+    parser.add_argument(
         "--vector-memo",
         type=Path,
         default=None,
@@ -724,6 +733,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "embedder": embedder.model,
         "embed_batch": {"load": args.load_embed_batch, "lag": batch},
         "reuse_vectors": args.reuse_vectors,
+        "embed_context": not args.no_embed_context,
         "vector_cache_mb": cache_sizes,
         "query_runtimes": runtimes,
         "queries": args.queries,
@@ -743,7 +753,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             loaded = size
             load_s = time.perf_counter() - started
             say(f"\nloaded to {size:,} episodes in {load_s:.1f} s")
-            stored, embed_s = embed_all(graph, loader, args.load_embed_batch)
+            stored, embed_s = embed_all(
+                graph, loader, args.load_embed_batch, in_context=not args.no_embed_context
+            )
             say(f"embedded {stored:,} nodes in {embed_s:.1f} s ({stored / embed_s:,.0f}/s)")
             if isinstance(loader, Remembering):
                 loader.save()

@@ -65,7 +65,7 @@ class _Scope:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + self.tags.nbytes)
+        return int(self.matrix.nbytes + self.tags.nbytes + self.stamps.nbytes)
 
     def put(self, records: Iterable[Any]) -> bool:
         """Add or overwrite rows (records with key, embedding, channel_key, at); False if a

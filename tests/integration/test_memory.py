@@ -158,8 +158,15 @@ def test_commitment_opened_then_closed(
     assert closed.key == opened.key and closed.status == "closed" and closed.closed_at is not None
 
 
+# Set by the embed side (pipeline/graph/cypher/embed.py), asynchronously to the writer.
+_EMBEDDED = frozenset(
+    {"embedding", "embedded_with", "embedded_at", "embedded_next", "embed_pending"}
+)
+
+
 def memory_snapshot(graph: GraphStore, tenant: str) -> list[Any]:
-    """Every memory node of a tenant with its labels, properties and outgoing relationships."""
+    """Every memory node of a tenant with its labels, properties and outgoing relationships;
+    not the vector properties, which the suite's embed worker may set at any moment."""
     query = f"""
     MATCH (n) WHERE (n:{FACT} OR n:{COMMITMENT} OR n:{CLOSURE}) AND n.agent_key STARTS WITH $prefix
     OPTIONAL MATCH (n)-[r]->(m)
@@ -168,7 +175,11 @@ def memory_snapshot(graph: GraphStore, tenant: str) -> list[Any]:
     """
     with graph.session(write=False) as session:
         return [
-            (r["labels"], r["props"], sorted(map(repr, r["out"])))
+            (
+                r["labels"],
+                {k: v for k, v in r["props"].items() if k not in _EMBEDDED},
+                sorted(map(repr, r["out"])),
+            )
             for r in session.run(query, prefix=f"{tenant}:")
         ]
 

@@ -13,6 +13,7 @@ import pytest
 
 from memsync.settings import Settings
 from pipeline.embedder import Embedder
+from pipeline.graph.cypher import vectors as vector_cypher
 from pipeline.graph.forgetting import Forgetter
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
@@ -20,6 +21,7 @@ from pipeline.graph.vectorcache import VectorCache
 from pipeline.summarize import ExtractiveSummarizer
 from pipeline.validate import validate_event
 from schemas.event import SCHEMA_VERSION
+from schemas.keys import participant_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.writing import embed_all, write_open
 
@@ -99,6 +101,14 @@ def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
     assert [i.key for i in first] == [i.key for i in _ask(graph, embedder, tenant, questions[0])]
     assert cached.vectors.wait_for_loads(60)
     assert cached.vectors.nbytes > 0
+    # The margin check's count agrees with the whole read it stands in for.
+    scope = {"tenant": tenant, "agent_key": participant_key(tenant, "a-ours"), "from_ms": 0}
+    with graph.session(write=False) as session:
+        for group, (whole, _) in vector_cypher.READS.items():
+            (counted,) = list(session.run(vector_cypher.COUNTS[group], scope))
+            read = len(list(session.run(whole, scope)))
+            assert counted["stamped"] == read, group
+            assert read > 0 or group == "memory"  # every message here is embedded
     for text in questions:
         plain, fast = _ask(graph, embedder, tenant, text), _ask(cached, embedder, tenant, text)
         assert [i.key for i in fast] == [i.key for i in plain], text
