@@ -29,7 +29,7 @@ from pipeline.embedder import Embedder
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
-from pipeline.graph.store import GraphStore, native
+from pipeline.graph.store import GraphStore, instant
 from pipeline.graph.summaries import current_summary
 from schemas.context import (
     Context,
@@ -152,7 +152,8 @@ def _structure(
     about them (and the channel) that its audience may hear."""
     agent_key, chan_key = params["agent_key"], params["channel_key"]
     with graph.session(write=False) as session:
-        info = native(dict(session.run(context_cypher.STRUCTURE, params).single(strict=True)))
+        # No temporal values come back (cypher/instant.py): the rows are used as read.
+        info = dict(session.run(context_cypher.STRUCTURE, params).single(strict=True))
     parties = {row["key"]: _party(row) for row in info["present"]}
     agent = parties.get(agent_key) or ContextParty(
         id=agent_id, label=info["agent_label"] or agent_id, is_agent=True
@@ -195,6 +196,7 @@ def _fact(
     stale_after_days: int,
 ) -> ContextFact:
     subject = here if row["subject_key"] == chan_key else subjects[row["subject_key"]]
+    last_confirmed = instant(row["last_confirmed"])
     return ContextFact(
         key=row["key"],
         subject_id=subject.id,
@@ -203,9 +205,9 @@ def _fact(
         source=row["source"],
         stated_by_id=row["stated_by_id"],
         stated_by_label=row["stated_by_label"],
-        stated_at=row["stated_at"],
-        last_confirmed=row["last_confirmed"],
-        stale=is_stale(row["last_confirmed"], now, stale_after_days),
+        stated_at=instant(row["stated_at"]),
+        last_confirmed=last_confirmed,
+        stale=is_stale(last_confirmed, now, stale_after_days),
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),
     )
@@ -223,8 +225,8 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
             id=row["by_id"], label=row["by_label"] or row["by_id"], is_agent=bool(row["by_agent"])
         ),
         owed_to=owed_to,
-        due=row["due"],
-        opened_at=row["opened_at"],
+        due=instant(row["due"]),
+        opened_at=instant(row["opened_at"]),
         source=row["source"],
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),

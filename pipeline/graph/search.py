@@ -35,7 +35,7 @@ from pipeline.graph.model import (
     SUMMARY,
     VECTOR_INDEXES,
 )
-from pipeline.graph.store import GraphStore, native
+from pipeline.graph.store import GraphStore, instant
 from pipeline.graph.vectorcache import Group
 from pipeline.rank import (
     Passage,
@@ -429,7 +429,7 @@ def _run_combined(
     found: dict[str, float] = {}
     with ask.graph.session(write=False) as session:
         for record in session.run(statement, {**ask.params, **values}):
-            kind, row = KINDS[record["label"]], native(record["row"])
+            kind, row = KINDS[record["label"]], _row(record["row"])
             rows.setdefault(row["key"], (kind, row))
             found[row["key"]] = float(row["score"])
     return found
@@ -512,7 +512,13 @@ def _can_embed(query: RecallQuery, online: set[str]) -> bool:
 
 
 def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return [native(dict(r)) for r in session.run(statement, params)]
+    return [_row(dict(r)) for r in session.run(statement, params)]
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """A search row as read, its instant (sent as microseconds: cypher/instant.py) a datetime."""
+    row["created_at"] = instant(row.get("created_at"))
+    return row
 
 
 def _neighbours(

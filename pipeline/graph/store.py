@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, overload
 
 import neo4j
 from neo4j import Driver, GraphDatabase
@@ -92,6 +93,18 @@ class GraphStore:
 
     def close(self) -> None:
         self.driver.close()
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@overload
+def instant(value: int) -> datetime: ...
+@overload
+def instant(value: None) -> None: ...
+def instant(value: int | None) -> datetime | None:
+    """An instant read as microseconds since the epoch (cypher/instant.py `micros`), in UTC."""
+    return None if value is None else _EPOCH + timedelta(microseconds=value)
 
 
 def native(value: Any) -> Any:

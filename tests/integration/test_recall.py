@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -15,10 +16,11 @@ import pytest
 from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.embedder import make_embedder
+from pipeline.graph.cypher.instant import micros
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.search import recall
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, instant
 from schemas.keys import episode_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_operations import cli
@@ -122,9 +124,29 @@ def test_seat_preference_finds_the_aisle_seat_and_its_fact(graph: GraphStore, wo
     sarah = next(i for i in found if i.text == "Sarah (@sarah) prefers aisle seat")
     assert sarah.evidence == ["a2"] and sarah.source == "self_stated" and sarah.current
     assert sarah.speaker_id == "u-sarah" and sarah.channel_id == "ch-a"
+    # Instants travel as integers (cypher/instant.py) and come back as the emitted datetimes.
+    said = next(i for i in found if "a2" in i.matched)
+    assert said.created_at == sarah.created_at == datetime(2026, 11, 29, 10, 2, tzinfo=UTC)
     # Best first, and the budget counts messages: no more than 10 distinct messages shown.
     assert [i.score for i in found] == sorted((i.score for i in found), reverse=True)
     assert len({m for i in found for m in i.evidence}) <= 10
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(2026, 11, 29, 10, 6, 7, 123456, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # before the epoch
+        datetime(1969, 12, 31, 23, 59, 59, 998500, tzinfo=UTC),
+        datetime(2026, 3, 29, 2, 30, 0, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    ],
+)
+def test_instants_read_as_microseconds_are_exact(graph: GraphStore, at: datetime) -> None:
+    with graph.session(write=False) as session:
+        record = session.run(
+            f"RETURN {micros('$at')} AS at, {micros('$none')} AS none", at=at, none=None
+        ).single(strict=True)
+    assert instant(record["at"]) == at and instant(record["none"]) is None
 
 
 def test_thread_memory_stays_in_its_channel(graph: GraphStore, world: World) -> None:

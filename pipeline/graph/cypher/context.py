@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.instant import micros
 from pipeline.graph.cypher.search import audience_filter as audience
 from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.model import (
@@ -38,7 +39,7 @@ MATCH (p:{PARTICIPANT})-[:{SAID}|{OBSERVED}]->(e)
 WHERE p.tenant = $tenant
 WITH p, max(e.created_at) AS seen ORDER BY seen DESC, p.key
 RETURN {{key: p.key, id: p.id, label: coalesce(p.label, p.display_name, p.id),
-        is_agent: p:{AGENT}, seen: seen}} AS row
+        is_agent: p:{AGENT}}} AS row
 """
 
 
@@ -69,8 +70,9 @@ WHERE f.agent_key = $agent_key AND f.subject_key IN subject_keys AND f.slot IS N
 WITH f ORDER BY f.last_confirmed DESC, f.key LIMIT $limit
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: f.stated_by}})
 RETURN {{key: f.key, subject_key: f.subject_key, text: f.text, source: f.source,
-        stated_by_id: by.id, stated_by_label: by.label, stated_at: f.stated_at,
-        last_confirmed: coalesce(f.last_confirmed, f.stated_at), {_provenance("f")}}} AS row
+        stated_by_id: by.id, stated_by_label: by.label, stated_at: {micros("f.stated_at")},
+        last_confirmed: {micros("coalesce(f.last_confirmed, f.stated_at)")},
+        {_provenance("f")}}} AS row
 """
 
 # Open commitments owed by or to the subjects (a channel key among them: owed to it).
@@ -82,7 +84,8 @@ WHERE m:{COMMITMENT} AND m.tenant = $tenant AND m.status = 'open'
 WITH m ORDER BY m.opened_at DESC, m.key LIMIT $limit
 OPTIONAL MATCH (m)-[:{OWED_BY_REL}]->(by:{PARTICIPANT})
 OPTIONAL MATCH (m)-[:{OWED_TO}]->(to)
-RETURN {{key: m.key, text: m.text, source: m.source, due: m.due, opened_at: m.opened_at,
+RETURN {{key: m.key, text: m.text, source: m.source, due: {micros("m.due")},
+        opened_at: {micros("m.opened_at")},
         by_id: coalesce(by.id, m.owed_by_key), by_label: coalesce(by.label, by.id, m.owed_by_key),
         by_agent: by:{AGENT}, to_id: to.id, to_label: coalesce(to.label, to.title, to.id),
         to_channel: to:{CHANNEL}, {_provenance("m")}}} AS row

@@ -10,6 +10,7 @@ import re
 from typing import Final
 
 from pipeline.graph.cypher.adjacency import adjacent
+from pipeline.graph.cypher.instant import micros
 from pipeline.graph.model import (
     ABOUT,
     AGENT_NODE,
@@ -121,7 +122,7 @@ WHERE {_EPISODE_FILTER}"""
 _EPISODE_FIELDS = f"""
 RETURN e.key AS key, e.id AS id, e.content AS text, e.speaker_label AS speaker_label,
        coalesce(e.speaker_id, head([(s:{PARTICIPANT})-[:{SAID}]->(e) | s.id])) AS speaker_id,
-       e.created_at AS created_at,
+       {micros("e.created_at")} AS created_at,
        e.channel_key AS channel_key,
        head([(e)-[:{IN}]->(c:{CHANNEL}) | c.id]) AS channel_id"""
 
@@ -189,7 +190,7 @@ head(COLLECT {{
 
 _FACT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: f.stated_by}})
-RETURN f.key AS key, f.text AS text, f.source AS source, f.stated_at AS created_at,
+RETURN f.key AS key, f.text AS text, f.source AS source, {micros("f.stated_at")} AS created_at,
        by.label AS speaker_label, by.id AS speaker_id,
        f.superseded_at IS NULL AND (f.expires_at IS NULL OR f.expires_at > datetime()) AS current,
        {_evidence("f")}, score
@@ -211,7 +212,7 @@ WHERE m.tenant = $tenant
 
 _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
-RETURN m.key AS key, m.text AS text, m.source AS source, m.opened_at AS created_at,
+RETURN m.key AS key, m.text AS text, m.source AS source, {micros("m.opened_at")} AS created_at,
        m.status AS status, by.label AS speaker_label, by.id AS speaker_id,
        m.status = 'open' AS current, {_evidence("m")}, score
 ORDER BY score DESC, key
@@ -231,8 +232,8 @@ WHERE s.tenant = $tenant AND s.current = true
   AND ($since IS NULL OR s.covers_until >= $since)
 """
 
-_SUMMARY_RETURN = """
-RETURN s.key AS key, s.text AS text, s.covers_until AS created_at, c.id AS channel_id,
+_SUMMARY_RETURN = f"""
+RETURN s.key AS key, s.text AS text, {micros("s.covers_until")} AS created_at, c.id AS channel_id,
        c.key AS channel_key, score
 ORDER BY score DESC, key
 LIMIT $limit
