@@ -122,17 +122,29 @@ def recall(
         )
     params = _scope_params(query, dm_policy)
     lucene = search_cypher.lucene_query(query.query)
+    # One session (one pooled connection) for everything this thread asks, and one for the
+    # vector search's thread: taking a connection from the pool checks it first, which cost
+    # more than some statements did.
     with graph.session(write=False) as session:
         online = _online_indexes(graph, session)
         if lucene is None:
             return _recent(session, query, params)
-    by_meaning = embedder is not None and _can_embed(query, online)
+        fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
+        dimensions = embedder.dimensions if embedder else None
+        ask = _Ask(graph, query, params, fetch, online, dimensions)
+        return _search(ask, session, lucene, embedder)
+
+
+def _search(
+    ask: _Ask, session: neo4j.Session, lucene: str, embedder: Embedder | None
+) -> list[RecallItem]:
+    """Both retrievers (the vector one in its own thread), fused, then the hits' neighbours."""
+    graph, query, params, fetch = ask.graph, ask.query, ask.params, ask.fetch
+    by_meaning = embedder is not None and _can_embed(query, ask.online)
     keyword = query.mode != "vector" or not by_meaning
-    fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
     lists: list[tuple[dict[str, float], float]] = []
-    ask = _Ask(graph, query, params, fetch, online, embedder.dimensions if embedder else None)
     # Independent work runs at once: the query's embedding, then vector search over episodes
     # and over the distilled kinds (each in a thread with its own session, sizing its scope
     # while the embedding is made), while this thread asks Lucene. A hybrid recall waits for
@@ -152,7 +164,7 @@ def recall(
                 if set(kinds) & set(query.kinds)
             ]
         if keyword:
-            found = _keyword_search(ask, lucene, keyword_rows)
+            found = _keyword_search(ask, session, lucene, keyword_rows)
             lists.append((normalise(found), KEYWORD_WEIGHT))
         if meaning:
             found = {key: score for part in meaning for key, score in part.result().items()}
@@ -164,8 +176,7 @@ def recall(
     hits = sorted(
         (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
     )[: query.limit]
-    with graph.session(write=False) as session:
-        around = _neighbours(session, hits, params, query.neighbours)
+    around = _neighbours(session, hits, params, query.neighbours)
     return _answer(query, relevance, rows, hits, around)
 
 
@@ -216,7 +227,7 @@ class _Ask:
     dimensions: int | None = None
 
 
-def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
+def _keyword_search(ask: _Ask, session: neo4j.Session, lucene: str, rows: Rows) -> dict[str, float]:
     """Lucene's BM25 scores across every kind asked for, each held to the agent's scope, in one
     statement (one round trip for all kinds)."""
     query, fetch, online = ask.query, ask.fetch, ask.online
@@ -234,7 +245,7 @@ def _keyword_search(ask: _Ask, lucene: str, rows: Rows) -> dict[str, float]:
         depth = _depth(kind, fetch, query)
         values[per_label("limit", label)] = depth
         values[per_label("k", label)] = depth * _oversample(label, query)
-    return _run_combined(ask, parts, values, rows)
+    return _run_combined(session, ask, parts, values, rows)
 
 
 def _vector_search(
@@ -247,6 +258,17 @@ def _vector_search(
     proposals where it holds the scope, else exact over a scope small enough, else the index.
     The query's `embedding` is awaited only once the plan is made. `rows` may be shared with
     another thread: each key is written by one kind."""
+    with ask.graph.session(write=False) as session:
+        return _search_by_meaning(ask, session, embedding, kinds, rows)
+
+
+def _search_by_meaning(
+    ask: _Ask,
+    session: neo4j.Session,
+    embedding: Future[list[list[float]]],
+    kinds: Sequence[RecallKind],
+    rows: Rows,
+) -> dict[str, float]:
     query, fetch, online = ask.query, ask.fetch, ask.online
     wanted = [k for k in kinds if k in query.kinds and VECTOR_INDEXES[LABELS[k]] in online]
     if not wanted:
@@ -254,11 +276,11 @@ def _vector_search(
     cacheable = [k for k in wanted if _cacheable(k, query)]
     # The cache catches up (or the scopes are sized, for a plan without it) while the query's
     # embedding is made.
-    fresh = _refresh(ask, cacheable)
+    fresh = _refresh(ask, session, cacheable)
     sizes: dict[str, dict[str, Any]] = {}
     for kind in wanted:
         if kind != "summary" and kind not in fresh:
-            sizes.setdefault(_SIZING[kind], _scope_size(ask, _SIZING[kind]))
+            sizes.setdefault(_SIZING[kind], _scope_size(ask, session, _SIZING[kind]))
     vector = embedding.result()[0]
     cached = _cached(ask, [k for k in cacheable if k in fresh], vector)
     parts: list[tuple[str, str]] = []
@@ -274,20 +296,20 @@ def _vector_search(
         size: dict[str, Any] = {}
         if kind != "summary":
             sizing = _SIZING[kind]
-            size = sizes.get(sizing) or sizes.setdefault(sizing, _scope_size(ask, sizing))
+            size = sizes.get(sizing) or sizes.setdefault(sizing, _scope_size(ask, session, sizing))
         plan = _vector_plan(kind, size, ask)
         parts.append((label, plan.statement))
         values.update(plan.values(label))
         retry = plan.fallback or retry
     values["vector"] = vector
     try:
-        found = _run_combined(ask, parts, values, rows)
+        found = _run_combined(session, ask, parts, values, rows)
         if retry is not None and len([key for key in found if rows[key][0] == "episode"]) < _depth(
             "episode", fetch, query
         ):
             # Too few of the channel's best were the agent's own: scan its own instead.
             again = {"vector": vector, **retry.values(EPISODE)}
-            found.update(_run_combined(ask, [(EPISODE, retry.statement)], again, rows))
+            found.update(_run_combined(session, ask, [(EPISODE, retry.statement)], again, rows))
         return found
     except ClientError as exc:
         # Vectors of another size (the embedder changed, `memsync graph reembed` not yet run):
@@ -310,20 +332,19 @@ def _group(kind: RecallKind) -> Group:
     return "episode" if kind == "episode" else "memory"
 
 
-def _refresh(ask: _Ask, kinds: Sequence[RecallKind]) -> set[RecallKind]:
+def _refresh(ask: _Ask, session: neo4j.Session, kinds: Sequence[RecallKind]) -> set[RecallKind]:
     """Bring the vector cache's scopes of `kinds` (messages; facts and commitments) up to date,
     in one statement; the kinds whose scope is cached."""
     if not kinds or ask.dimensions is None or not ask.graph.vectors.enabled:
         return set()
-    with ask.graph.session(write=False) as session:
-        fresh = ask.graph.vectors.refresh_groups(
-            session.run,
-            sorted({_group(kind) for kind in kinds}),
-            tenant=ask.query.tenant,
-            agent_key=ask.params["agent_key"],
-            dimensions=ask.dimensions,
-            load=functools.partial(_read_all, ask.graph),
-        )
+    fresh = ask.graph.vectors.refresh_groups(
+        session.run,
+        sorted({_group(kind) for kind in kinds}),
+        tenant=ask.query.tenant,
+        agent_key=ask.params["agent_key"],
+        dimensions=ask.dimensions,
+        load=functools.partial(_read_all, ask.graph),
+    )
     return {kind for kind in kinds if _group(kind) in fresh}
 
 
@@ -420,22 +441,25 @@ def _depth(kind: RecallKind, fetch: int, query: RecallQuery) -> int:
 
 
 def _run_combined(
-    ask: _Ask, parts: list[tuple[str, str]], values: dict[str, Any], rows: Rows
+    session: neo4j.Session,
+    ask: _Ask,
+    parts: list[tuple[str, str]],
+    values: dict[str, Any],
+    rows: Rows,
 ) -> dict[str, float]:
     """Run the parts as one statement; each row's score by key, its row kept in `rows`."""
     if not parts:
         return {}
     statement = search_cypher.combined(tuple(parts))
     found: dict[str, float] = {}
-    with ask.graph.session(write=False) as session:
-        for record in session.run(statement, {**ask.params, **values}):
-            kind, row = KINDS[record["label"]], _row(record["row"])
-            rows.setdefault(row["key"], (kind, row))
-            found[row["key"]] = float(row["score"])
+    for record in session.run(statement, {**ask.params, **values}):
+        kind, row = KINDS[record["label"]], _row(record["row"])
+        rows.setdefault(row["key"], (kind, row))
+        found[row["key"]] = float(row["score"])
     return found
 
 
-def _scope_size(ask: _Ask, sizing: str) -> dict[str, Any]:
+def _scope_size(ask: _Ask, session: neo4j.Session, sizing: str) -> dict[str, Any]:
     """How big the agent's scope is (`sizing`'s counts), remembered for SCOPE_SIZE_SECONDS: it
     only chooses between exact cosine and the index, so a few seconds' staleness costs at most
     a slightly larger scan."""
@@ -446,8 +470,7 @@ def _scope_size(ask: _Ask, sizing: str) -> dict[str, Any]:
     known = cache.get(key)
     if known is not None and now - known[0] < SCOPE_SIZE_SECONDS:
         return known[1]
-    with ask.graph.session(write=False) as session:
-        size = dict(session.run(sizing, params).single(strict=True))
+    size = dict(session.run(sizing, params).single(strict=True))
     if len(cache) >= _SCOPE_SIZE_ENTRIES:
         cache.clear()
     cache[key] = (now, size)

@@ -61,6 +61,9 @@ class _Scope:
     watermark: int = 0
     loaded_at: float = 0.0
     checked_at: float = 0.0
+    # Every vector stamped before this (Neo4j's clock, ms) was committed and read by the last
+    # margin check: the next one starts here if that is later than the margin.
+    settled_ms: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -224,7 +227,8 @@ class VectorCache:
                     continue
                 since = scope.watermark + 1
                 if time.monotonic() - scope.checked_at > RECHECK_SECONDS:
-                    margin, scope.checked_at = max(scope.watermark - MARGIN_MS, 0), time.monotonic()
+                    margin = max(scope.watermark - MARGIN_MS, scope.settled_ms, 0)
+                    scope.checked_at = time.monotonic()
                     if load is None:
                         since = margin
                     else:
@@ -388,13 +392,19 @@ class VectorCache:
         if scope is None or scope.dimensions != dimensions:
             return
         (counted,) = load(cypher.COUNTS[key[0]], params)
+        # Once this check is done, what was stamped MARGIN_MS before it began is settled: an
+        # idle scope's next check counts nothing instead of its last embed batch again.
+        settled = int(counted["now"]) - MARGIN_MS
         with scope.lock:
             if int(counted["stamped"]) <= scope.stamped_since(params["from_ms"]):
+                scope.settled_ms = max(scope.settled_ms, settled)
                 return
         records = load(cypher.READS[key[0]][1], params)
         with scope.lock:
             if not scope.put(records):
                 self._drop(key)
+                return
+            scope.settled_ms = max(scope.settled_ms, settled)
 
     def wait_for_loads(self, timeout: float) -> bool:
         """Wait until no scope is being read in the background; False if `timeout` passed."""

@@ -109,6 +109,9 @@ def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
             read = len(list(session.run(whole, scope)))
             assert counted["stamped"] == read, group
             assert read > 0 or group == "memory"  # every message here is embedded
+            # Nothing stamped since: still one row, with Neo4j's clock.
+            (none,) = list(session.run(vector_cypher.COUNTS[group], {**scope, "from_ms": 2**62}))
+            assert none["stamped"] == 0 and none["now"] > 0
     for text in questions:
         plain, fast = _ask(graph, embedder, tenant, text), _ask(cached, embedder, tenant, text)
         assert [i.key for i in fast] == [i.key for i in plain], text

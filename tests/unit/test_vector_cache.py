@@ -25,6 +25,7 @@ class Table:
         self.records: dict[str, dict[str, Any]] = {}
         self.reads: list[dict[str, Any]] = []
         self.counts: list[dict[str, Any]] = []
+        self.now = 0  # Neo4j's clock (ms), as the count reports it
 
     def put(self, key: str, vector: list[float], channel: str, at: int) -> None:
         self.records[key] = {"key": key, "embedding": vector, "channel_key": channel, "at": at}
@@ -34,7 +35,7 @@ class Table:
         found = [r for r in self.records.values() if since is None or r["at"] >= since]
         if statement in cypher.COUNTS.values():
             self.counts.append(params)
-            return [{"stamped": len(found)}]
+            return [{"stamped": len(found), "now": self.now}]
         self.reads.append(params)
         return found
 
@@ -272,4 +273,30 @@ def test_the_margin_is_counted_first_and_read_only_when_neo4j_has_more(
     assert cache.wait_for_loads(10)
     assert len(table.counts) == 2
     assert table.reads[-1]["from_ms"] == 10_000 - vectorcache.MARGIN_MS
+    assert _nearest(cache, _vector(2), 1) == ["late"]
+
+
+def test_an_idle_scope_counts_from_its_last_check_not_its_last_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=10_000)
+    cache = VectorCache(1 << 20)
+    assert _fresh(cache, table, load=False) == {"episode"}
+    table.now = 60_000  # a minute after the last vector was stamped
+    clock = time.monotonic() + vectorcache.RECHECK_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: clock)
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
+    assert table.counts[-1]["from_ms"] == 10_000 - vectorcache.MARGIN_MS
+    clock += vectorcache.RECHECK_SECONDS + 1
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
+    # Everything stamped before the last check's margin was settled by it.
+    assert table.counts[-1]["from_ms"] == 60_000 - vectorcache.MARGIN_MS
+    # Newer vectors still come in (read past the watermark on use).
+    table.put("late", _vector(2), "ch", at=60_000 - vectorcache.MARGIN_MS // 2)
+    clock += vectorcache.RECHECK_SECONDS + 1
+    assert _fresh(cache, table) == {"episode"}
+    assert cache.wait_for_loads(10)
     assert _nearest(cache, _vector(2), 1) == ["late"]

@@ -61,9 +61,13 @@ READS: Final = {
 
 # Per group, how many vectors in scope were stamped at or after `$from_ms`: the cache compares
 # it with its own count, and reads the rows only when Neo4j has more (an embed transaction that
-# stamped before the watermark but committed after the cache read past it).
+# stamped before the watermark but committed after the cache read past it); and Neo4j's clock,
+# the one that stamps.
 COUNTS: Final = {
-    group: statement[: statement.rindex("RETURN ")] + "RETURN count(*) AS stamped\n"
+    group: statement[: statement.rindex("RETURN ")]
+    # Counted before the clock is read: beside an aggregate it would group, and no match
+    # would give no row.
+    + "WITH count(*) AS stamped RETURN stamped, timestamp() AS now\n"
     for group, (_, statement) in READS.items()
 }
 
