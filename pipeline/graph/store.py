@@ -30,7 +30,7 @@ class GraphStore:
     # What recall last learnt of the search indexes, and when (pipeline/graph/search.py), so
     # that it asks the server again only every few seconds.
     index_status: dict[str, Any] = field(default_factory=dict)
-    # The size of agents' search scopes, and when each was read (pipeline/graph/search.py).
+    # The size of agents' search scopes, and when each was read (pipeline/graph/meaning.py).
     scope_sizes: dict[tuple[str, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
     # Agents' vectors held for recall's cosine (pipeline/graph/vectorcache.py); off by default,
     # a reading process turns it on (`vector_cache_mb`).

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.embedder import Embedder, WordLlamaEmbedder
 from pipeline.extract import RulesExtractor
-from pipeline.graph import search
+from pipeline.graph import meaning
 from pipeline.graph.embeddings import EMBEDDED_LABELS, embed_pending
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
@@ -95,7 +95,7 @@ def test_a_late_joiner_of_a_large_agents_channel_finds_what_it_saw(
     graph: GraphStore, embedder: Embedder, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Both agents count as too large to scan whole, so the channel plans are the ones used.
-    monkeypatch.setattr(search, "EXACT_VECTOR_MAX", 2)
+    monkeypatch.setattr(meaning, "EXACT_VECTOR_MAX", 2)
     graph.scope_sizes.clear()
     late = seen(graph, embedder, tenant, LATE["id"])
     # The channel's 60 best by cosine are all hotel messages the late agent never saw: only
@@ -112,10 +112,10 @@ def test_an_embedder_of_another_size_leaves_keyword_recall_standing(
     has another size than the stored ones, on the exact and on the index plan alike."""
     other = WordLlamaEmbedder()
     assert other.dimensions != embedder.dimensions
-    for exact_max in (search.EXACT_VECTOR_MAX, 2):
+    for exact_max in (meaning.EXACT_VECTOR_MAX, 2):
         graph.scope_sizes.clear()
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(search, "EXACT_VECTOR_MAX", exact_max)
+            patch.setattr(meaning, "EXACT_VECTOR_MAX", exact_max)
             ask = RecallQuery(
                 tenant=tenant, agent_id=EARLY["id"], query="hotel invoice", mode="hybrid"
             )
