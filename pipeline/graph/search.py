@@ -11,7 +11,6 @@ cannot appear.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,8 +52,6 @@ from pipeline.rank import (
 )
 from schemas.keys import channel_key, participant_key, scope_token
 from schemas.recall import RecallItem, RecallKind, RecallQuery
-
-log = logging.getLogger(__name__)
 
 DM_POLICIES: Final = ("never", "same_people")
 # How far each retriever is trusted, as the weight of its normalised scores. Keyword matching

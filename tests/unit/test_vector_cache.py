@@ -252,6 +252,21 @@ def test_whole_reads_run_in_the_background_and_never_hold_a_recall(
     assert _nearest(cache, _vector(1), 5) == ["b"]  # "a" left on reload
 
 
+class _Clock:
+    """time.monotonic() held still, moved past the margin check's interval on demand."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = time.monotonic()
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
+
+    def recheck(self, cache: VectorCache, table: Table) -> set[Group]:
+        """Use the scope once the margin check is due, and wait for that check."""
+        self.now += vectorcache.RECHECK_SECONDS + 1
+        fresh = _fresh(cache, table)
+        assert cache.wait_for_loads(10)
+        return fresh
+
+
 def test_the_margin_is_counted_first_and_read_only_when_neo4j_has_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -260,17 +275,13 @@ def test_the_margin_is_counted_first_and_read_only_when_neo4j_has_more(
     cache = VectorCache(1 << 20)
     assert _fresh(cache, table, load=False) == {"episode"}
     reads = len(table.reads)
-    clock = time.monotonic() + vectorcache.RECHECK_SECONDS + 1
-    monkeypatch.setattr(time, "monotonic", lambda: clock)
-    assert _fresh(cache, table) == {"episode"}
-    assert cache.wait_for_loads(10)
+    clock = _Clock(monkeypatch)
+    assert clock.recheck(cache, table) == {"episode"}
     assert len(table.counts) == 1  # counted, and as many as cached: no rows read
     assert table.reads[reads:] == [{"tenant": "t", "agent_key": "t|a", "from_ms": 10_001}]
     # Committed late with an earlier stamp: the count differs, so the margin is read.
     table.put("late", _vector(2), "ch", at=10_000 - vectorcache.MARGIN_MS // 2)
-    clock += vectorcache.RECHECK_SECONDS + 1
-    assert _fresh(cache, table) == {"episode"}
-    assert cache.wait_for_loads(10)
+    assert clock.recheck(cache, table) == {"episode"}
     assert len(table.counts) == 2
     assert table.reads[-1]["from_ms"] == 10_000 - vectorcache.MARGIN_MS
     assert _nearest(cache, _vector(2), 1) == ["late"]
@@ -284,19 +295,13 @@ def test_an_idle_scope_counts_from_its_last_check_not_its_last_batch(
     cache = VectorCache(1 << 20)
     assert _fresh(cache, table, load=False) == {"episode"}
     table.now = 60_000  # a minute after the last vector was stamped
-    clock = time.monotonic() + vectorcache.RECHECK_SECONDS + 1
-    monkeypatch.setattr(time, "monotonic", lambda: clock)
-    assert _fresh(cache, table) == {"episode"}
-    assert cache.wait_for_loads(10)
+    clock = _Clock(monkeypatch)
+    assert clock.recheck(cache, table) == {"episode"}
     assert table.counts[-1]["from_ms"] == 10_000 - vectorcache.MARGIN_MS
-    clock += vectorcache.RECHECK_SECONDS + 1
-    assert _fresh(cache, table) == {"episode"}
-    assert cache.wait_for_loads(10)
+    assert clock.recheck(cache, table) == {"episode"}
     # Everything stamped before the last check's margin was settled by it.
     assert table.counts[-1]["from_ms"] == 60_000 - vectorcache.MARGIN_MS
     # Newer vectors still come in (read past the watermark on use).
     table.put("late", _vector(2), "ch", at=60_000 - vectorcache.MARGIN_MS // 2)
-    clock += vectorcache.RECHECK_SECONDS + 1
-    assert _fresh(cache, table) == {"episode"}
-    assert cache.wait_for_loads(10)
+    assert clock.recheck(cache, table) == {"episode"}
     assert _nearest(cache, _vector(2), 1) == ["late"]
