@@ -127,6 +127,8 @@ def _combined_name(statement: str) -> str:
         if "fulltext.queryNodes" in statement
         else "vector index"
         if "vector.queryNodes" in statement
+        else "cached candidates"
+        if "$candidates" in statement
         else "exact cosine"
     )
     return f"search.combined {how} [{'+'.join(labels)}]"

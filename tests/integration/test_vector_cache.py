@@ -116,6 +116,8 @@ def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
         plain, fast = _ask(graph, embedder, tenant, text), _ask(cached, embedder, tenant, text)
         assert [i.key for i in fast] == [i.key for i in plain], text
         assert [i.score for i in fast] == pytest.approx([i.score for i in plain], abs=1e-4)
+        # The same windows around them too, not only the same leads.
+        assert [(i.evidence, i.text) for i in fast] == [(i.evidence, i.text) for i in plain]
 
     # Said and embedded after the cache was filled: the best match by meaning at once (the
     # cached reader's vector hits are only ever what its cache proposed).
