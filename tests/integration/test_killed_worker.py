@@ -180,5 +180,12 @@ def test_a_deaf_consumer_reconnects(cluster: Cluster, client: redis.Redis) -> No
         f"then were all written {heard_again:.1f}s later",
     )
     assert all(s.complete for s in statuses), "the deaf consumer never reconnected"
-    assert "consumer received nothing for" in log
-    assert "Connection to broker lost" in log
+    # Two detectors race to notice the silence: the heartbeat's watch (nothing delivered for
+    # consumer_deaf_after seconds while messages wait; its decisions are unit-tested) and,
+    # since kombu 5.7, the transport's own (a BRPOP unanswered past its timeout plus the
+    # health-check interval). On a loaded machine either may act first; one of them must.
+    watched = "consumer received nothing for" in log and "Connection to broker lost" in log
+    dropped = "Redis BRPOP got no reply" in log
+    assert watched or dropped, "no detector noticed the silence:\n" + "\n".join(
+        line for line in log.splitlines() if "WARNING" in line or "ERROR" in line
+    )
