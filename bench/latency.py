@@ -543,8 +543,8 @@ def timed(
     """The timed queries on a loaded graph, once per vector cache size and query runtime asked
     for; the same queries (seeded by the size) every time, so runs compare."""
     # What the process holds by now (the loader's memo: a list of floats per distinct text,
-    # 40 million floats at 100k) leaves the collector's view: a full collection walked all of
-    # it, 0.4-0.7 s here, inside whichever timed query it fell on.
+    # about 39 million floats at 100k) leaves the collector's view: a full collection walked
+    # all of it (0.75 s measured alone) inside whichever timed query it fell on.
     gc.collect()
     gc.freeze()
     rng_seed = 8
