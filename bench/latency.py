@@ -55,6 +55,7 @@ from pipeline.graph.cypher import bulkload as bulk_cypher
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.schema import init_schema
 from pipeline.graph.search import recall
+from pipeline.graph.segments import extend_segments
 from pipeline.graph.store import GraphStore
 from pipeline.graph.vectorcache import VectorCache
 from pipeline.minilm import MiniLMEmbedder
@@ -761,6 +762,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             loaded = size
             load_s = time.perf_counter() - started
             say(f"\nloaded to {size:,} episodes in {load_s:.1f} s")
+            # What the workers' fold checks do behind the writes (workers/worker/folding.py).
+            started = time.perf_counter()
+            segmented = sum(
+                extend_segments(
+                    graph, TENANT, tenant.key(agent), tenant.channel_key(channel)
+                ).appended
+                for channel in tenant.channels
+                for agent in channel.agents
+            )
+            segment_s = time.perf_counter() - started
+            say(f"segmented {segmented:,} observations in {segment_s:.1f} s")
             stored, embed_s = embed_all(
                 graph, loader, args.load_embed_batch, in_context=not args.no_embed_context
             )
@@ -776,6 +788,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             say(f"indexes online in {online_s:.1f} s; Neo4j settled in {settle_s:.1f} s")
             entry = {
                 "load_s": load_s,
+                "segment_s": segment_s,
                 "embedded": stored,
                 "embed_s": embed_s,
                 "embed_per_s": stored / embed_s if embed_s else None,

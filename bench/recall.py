@@ -268,6 +268,7 @@ def graph_side(
         from pipeline.graph.embeddings import EMBEDDED_LABELS
         from pipeline.graph.schema import init_schema
         from pipeline.graph.search import recall
+        from pipeline.graph.segments import extend_segments
         from pipeline.graph.store import GraphStore
         from schemas.recall import RecallMode, RecallQuery
         from workers.local import services
@@ -302,6 +303,13 @@ def graph_side(
                 batch = jobs[start : start + WRITE_BATCH]
                 write_sync_jobs(graph, batch, memorize(batch, RulesExtractor(), BUILTIN_LENSES))
         side.timings["write memory"] = time.perf_counter() - started
+        # What the workers' fold checks do after each sync (workers/worker/folding.py).
+        started = time.perf_counter()
+        for corpus, jobs in corpora:
+            pairs = sorted({(job.agent.key, job.channel.key) for job in jobs})
+            for agent_key, channel_key in pairs:
+                extend_segments(graph, corpus.tenant, agent_key, channel_key)
+        side.timings["segment"] = time.perf_counter() - started
         started = time.perf_counter()
         embedded = 0
         for label in EMBEDDED_LABELS:

@@ -17,6 +17,12 @@ message scores its own relevance plus a damped share of its neighbours' (`NEIGHB
 step of distance), computed over the hits and their fetched neighbours, so an unmatched answer
 right after a strong question ranks beside it, and a run of matching messages beats a lone one.
 
+Segments (`segment_prior`): a question usually names several things said across a stretch of
+conversation, while the answering message names few of them. Each stretch of an agent's channel
+(pipeline/segment.py) is also scored as one document; a matched message adds its segment's
+score, normalised against the best segment found, times SEGMENT_WEIGHT, so it ranks above an
+equal match in a conversation that is not about the question.
+
 Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
 (facts, commitments, summaries, which cost the evidence they add, at least one) are taken best
 first while they fit; chosen messages that follow each other in their channel are then shown
@@ -35,6 +41,10 @@ from typing import Final
 # A neighbour's relevance counts this much towards a message one step away (squared for two
 # steps): less than the message's own, so a match still outranks the context around it.
 NEIGHBOUR_SHARE: Final = 0.5
+# How much a matched message's segment adds, at most (the best segment found): half a keyword
+# match, the vector retriever's weight. Chosen on the FriendsQA dev half against 1.0 added and
+# 1.0 multiplied (docs/benchmarks.md).
+SEGMENT_WEIGHT: Final = 0.5
 
 
 def normalise(scores: Mapping[str, float], *, floor: float = 0.0) -> dict[str, float]:
@@ -56,6 +66,27 @@ def combine(lists: Iterable[tuple[Mapping[str, float], float]]) -> dict[str, flo
         for key, value in scores.items():
             fused[key] = fused.get(key, 0.0) + weight * value
     return fused
+
+
+def segment_prior(
+    relevance: Mapping[str, float],
+    segments: Mapping[str, tuple[float, Sequence[str]]],
+    weight: float = SEGMENT_WEIGHT,
+) -> dict[str, float]:
+    """`relevance` with each matched message (relevance above 0) raised by `weight` times its
+    segment's score on [0, 1] (segment key to (score, covered message keys)); the rest as is."""
+    if not segments:
+        return dict(relevance)
+    top = max(score for score, _ in segments.values())
+    prior: dict[str, float] = {}
+    for score, covers in segments.values():
+        share = score / top if top > 0 else 0.0
+        for key in covers:
+            prior[key] = max(prior.get(key, 0.0), share)
+    return {
+        key: value + weight * prior.get(key, 0.0) if value > 0 else value
+        for key, value in relevance.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ sync that missed the tombstone is still writing, (3) memory is deleted in batche
 `batch` nodes, one `execute_write` each, with supersession and commitment status repaired in the
 same transaction, (4) the summaries that held the subject's words are rebuilt from the raw
 episodes left (the re-anchoring rebuild of the configured summarizer), each under its fold lock,
-(5) the subject's node goes, and (6) the record gets the run's counts. A second run deletes
+and the segments that held them are rebuilt from what is left, (5) the subject's node goes,
+and (6) the record gets the run's counts. A second run deletes
 nothing and says so; one cut short finishes what its record still lists as pending.
 """
 
@@ -25,6 +26,7 @@ from pipeline.errors import PermanentError
 from pipeline.graph import erasure as records
 from pipeline.graph.cypher import forget as forget_cypher
 from pipeline.graph.pruning import delete_memory
+from pipeline.graph.segments import repair_segments
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import (
     NewSummary,
@@ -56,6 +58,7 @@ KINDS: dict[records.Scope, tuple[str, ...]] = {
         "closures",
         "summary_versions",
         "summaries_rebuilt",
+        "segments_repaired",
         "participants",
     ),
     "agent": (
@@ -66,6 +69,7 @@ KINDS: dict[records.Scope, tuple[str, ...]] = {
         "closures",
         "summary_versions",
         "summaries_rebuilt",
+        "segments_repaired",
         "agents",
     ),
     "channel": (
@@ -75,6 +79,7 @@ KINDS: dict[records.Scope, tuple[str, ...]] = {
         "closures",
         "summary_versions",
         "summaries_rebuilt",
+        "segments_repaired",
         "channels",
     ),
 }
@@ -176,6 +181,8 @@ class Forgetter:
         left = self._rebuild_pairs(
             tenant, records.pending_pairs(self.graph, tenant, scope, key), counts
         )
+        # Segments held the erased words too (pipeline/graph/segments.py).
+        counts["segments_repaired"] += repair_segments(self.graph, tenant)
         if scope == "participant":
             counts["participants"] += self._count(forget_cypher.DELETE_PARTICIPANT, key=key)
         elif scope == "agent":

@@ -13,6 +13,9 @@ COMMITMENT: Final = "Commitment"
 # A stored "done"/"cancel that": kept on its own so it closes its commitment in any arrival order.
 CLOSURE: Final = "Closure"
 SUMMARY: Final = "Summary"
+# A stretch of one agent's messages of one channel, searched by keyword as one document (derived
+# from its episodes: pipeline/segment.py); recall ranks a message partly by its stretch.
+SEGMENT: Final = "Segment"
 # The audit record (and, for a participant, the tombstone) of `memsync forget`: no content, only
 # a hash of the forgotten key (pipeline/graph/erasure.py).
 ERASURE: Final = "Erasure"
@@ -34,12 +37,23 @@ TRUSTS: Final = "TRUSTS"
 OWNED_BY: Final = "OWNED_BY"
 SUMMARISED: Final = "SUMMARISED"
 OF: Final = "OF"
+COVERS: Final = "COVERS"
 
 # The ways one participant may trust another (the `as` property of TRUSTS).
 TRUST_KINDS: Final = ("friend", "team", "connected")
 
 # Every node label whose `key` carries a uniqueness constraint.
-KEYED_LABELS: Final = (PARTICIPANT, CHANNEL, EPISODE, FACT, COMMITMENT, CLOSURE, SUMMARY, ERASURE)
+KEYED_LABELS: Final = (
+    PARTICIPANT,
+    CHANNEL,
+    EPISODE,
+    FACT,
+    COMMITMENT,
+    CLOSURE,
+    SUMMARY,
+    ERASURE,
+    SEGMENT,
+)
 
 # Search indexes per label: full-text (Lucene, English analyser) and vector (cosine).
 # Each full-text index also holds the node's `scope` terms (schemas/keys.py scope_token): the
@@ -50,6 +64,7 @@ FULLTEXT_INDEXES: Final = {
     COMMITMENT: "commitment_search",
     SUMMARY: "summary_search",
 }
+SEGMENT_SEARCH: Final = "segment_search"
 # Full-text indexes of earlier versions (text only, no scope), dropped by `memsync graph init`.
 RETIRED_INDEXES: Final = ("episode_text", "fact_text", "commitment_text", "summary_text")
 VECTOR_INDEXES: Final = {

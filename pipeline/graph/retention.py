@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.graph.cypher import retention as retention_cypher
 from pipeline.graph.forgetting import DEFAULT_BATCH
 from pipeline.graph.pruning import delete_memory
+from pipeline.graph.segments import repair_segments
 from pipeline.graph.store import GraphStore, native
 
 
@@ -33,6 +34,8 @@ class SweepReport(BaseModel):
     # Past the retention age but kept: cited by memory, or not yet in every observer's summary.
     episodes_kept: int
     retention_days: float | None
+    # Segments rebuilt without the deleted episodes' words (pipeline/graph/segments.py).
+    segments_repaired: int = 0
 
 
 def sweep(
@@ -52,12 +55,14 @@ def sweep(
     if retention_days is not None:
         cutoff = at - timedelta(days=retention_days)
         deleted, kept = _old_episodes(graph, cutoff, tenant, dry_run, batch)
+    repaired = repair_segments(graph, tenant) if deleted and not dry_run else 0
     return SweepReport(
         dry_run=dry_run,
         facts_expired=facts,
         episodes_deleted=deleted,
         episodes_kept=kept,
         retention_days=retention_days,
+        segments_repaired=repaired,
     )
 
 

@@ -13,6 +13,7 @@ from pipeline.graph.model import (
     COMMITMENT,
     EPISODE,
     FACT,
+    SEGMENT,
     SUMMARY,
 )
 from pipeline.graph.store import GraphStore, instant
@@ -57,13 +58,21 @@ def run_combined(
     parts: list[tuple[str, str]],
     values: dict[str, Any],
     rows: Rows,
+    *,
+    segments: dict[str, tuple[float, list[str]]] | None = None,
 ) -> dict[str, float]:
-    """Run the parts as one statement; each row's score by key, its row kept in `rows`."""
+    """Run the parts as one statement; each row's score by key, its row kept in `rows` (a
+    segment's score and covered episode keys go to `segments` instead)."""
     if not parts:
         return {}
     statement = search_cypher.combined(tuple(parts))
     found: dict[str, float] = {}
     for record in session.run(statement, {**ask.params, **values}):
+        if record["label"] == SEGMENT:
+            if segments is not None:
+                segment = record["row"]
+                segments[segment["key"]] = (float(segment["score"]), list(segment["covers"]))
+            continue
         kind, row = KINDS[record["label"]], search_row(record["row"])
         rows.setdefault(row["key"], (kind, row))
         found[row["key"]] = float(row["score"])

@@ -26,6 +26,8 @@ from pipeline.graph.meaning import VECTOR_GROUPS, vector_search
 from pipeline.graph.model import (
     EPISODE,
     FULLTEXT_INDEXES,
+    SEGMENT,
+    SEGMENT_SEARCH,
     SUMMARY,
     VECTOR_INDEXES,
 )
@@ -48,6 +50,7 @@ from pipeline.rank import (
     group,
     normalise,
     runs,
+    segment_prior,
     select,
 )
 from schemas.keys import channel_key, participant_key, scope_token
@@ -104,6 +107,7 @@ def _search(
     keyword = query.mode != "vector" or not by_meaning
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
+    segments: dict[str, tuple[float, list[str]]] = {}
     lists: list[tuple[dict[str, float], float]] = []
     # Independent work runs at once: the query's embedding, then vector search over episodes
     # and over the distilled kinds (each in a thread with its own session, sizing its scope
@@ -124,7 +128,7 @@ def _search(
                 if set(kinds) & set(query.kinds)
             ]
         if keyword:
-            found = _keyword_search(ask, session, lucene, keyword_rows)
+            found = _keyword_search(ask, session, lucene, keyword_rows, segments)
             lists.append((normalise(found), KEYWORD_WEIGHT))
         if meaning:
             found = {key: score for part in meaning for key, score in part.result().items()}
@@ -132,7 +136,7 @@ def _search(
             floor = sorted(found.values(), reverse=True)[:fetch][-1] if found else 0.0
             lists.append((normalise(found, floor=floor), VECTOR_WEIGHT))
     rows = {**vector_rows, **keyword_rows}
-    relevance = combine(lists)
+    relevance = segment_prior(combine(lists), segments)
     hits = sorted(
         (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
     )[: query.limit]
@@ -174,9 +178,16 @@ def _order(p: Passage) -> tuple[str, Any, str]:
     return p.order
 
 
-def _keyword_search(ask: Ask, session: neo4j.Session, lucene: str, rows: Rows) -> dict[str, float]:
+def _keyword_search(
+    ask: Ask,
+    session: neo4j.Session,
+    lucene: str,
+    rows: Rows,
+    segments: dict[str, tuple[float, list[str]]],
+) -> dict[str, float]:
     """Lucene's BM25 scores across every kind asked for, each held to the agent's scope, in one
-    statement (one round trip for all kinds)."""
+    statement (one round trip for all kinds); the matching segments too, when messages are
+    asked for."""
     query, fetch, online = ask.query, ask.fetch, ask.online
     parts: list[tuple[str, str]] = []
     values: dict[str, Any] = {}
@@ -192,7 +203,15 @@ def _keyword_search(ask: Ask, session: neo4j.Session, lucene: str, rows: Rows) -
         depth = kind_depth(kind, fetch, query)
         values[per_label("limit", label)] = depth
         values[per_label("k", label)] = depth * oversample(label, query)
-    return run_combined(session, ask, parts, values, rows)
+    if "episode" in query.kinds and SEGMENT_SEARCH in online and parts:
+        parts.append((SEGMENT, search_cypher.SEGMENT_KEYWORD_SEARCH))
+        values[per_label("index", SEGMENT)] = SEGMENT_SEARCH
+        values[per_label("lucene", SEGMENT)] = search_cypher.scoped_query(
+            lucene, _scope_terms(SEGMENT, query)
+        )
+        values[per_label("limit", SEGMENT)] = fetch
+        values[per_label("k", SEGMENT)] = fetch
+    return run_combined(session, ask, parts, values, rows, segments=segments)
 
 
 def _online_indexes(graph: GraphStore, session: neo4j.Session) -> set[str]:
@@ -214,7 +233,7 @@ def _scope_terms(label: str, query: RecallQuery) -> list[str]:
     """The scope terms a keyword hit of `label` must carry: the agent's, and the channel's or
     speaker's when the query is held to one (writer.py and summaries.py write them)."""
     terms = [scope_token("agent", participant_key(query.tenant, query.agent_id))]
-    if query.channel_id and label in (EPISODE, SUMMARY):
+    if query.channel_id and label in (EPISODE, SUMMARY, SEGMENT):
         terms.append(scope_token("channel", channel_key(query.tenant, query.channel_id)))
     if query.about and label == EPISODE:
         terms.append(scope_token("speaker", participant_key(query.tenant, query.about)))

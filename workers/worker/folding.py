@@ -9,6 +9,9 @@ their own queue (FOLD_QUEUE).
   its holder) and folds while the unsummarised episodes exceed MEMSYNC_SUMMARY_FOLD_TOKENS:
   the oldest half (at most the budget) folds into the summary, and every
   MEMSYNC_SUMMARY_REANCHOR_EVERY folds the summary is rebuilt from the raw episodes instead.
+- The same check first extends the pair's segments with its new episodes
+  (pipeline/graph/segments.py): the lock that keeps two folds apart keeps two segment passes
+  apart too, and no sync transaction ever waits on a segment.
 - The summarizer runs outside any transaction; the write then succeeds only if the version it
   folded from is still current (pipeline/graph/summaries.py), so a fold that outlived its lock
   and lost a race writes nothing.
@@ -32,6 +35,7 @@ from redis.exceptions import LockError
 from memsync import keys
 from memsync.settings import FOLD_QUEUE, Settings
 from pipeline.errors import ConfigurationError, MemsyncError, RetryableError
+from pipeline.graph.segments import extend_segments
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import (
     NewSummary,
@@ -52,6 +56,9 @@ LEASE_SECONDS = 120
 # One run folds at most this many times (and for about this long), then re-sends itself.
 FOLDS_PER_RUN = 16
 RUN_SECONDS = 60.0
+# Segment rounds (of pipeline.graph.segments.READ_TOKENS each) per fold run: a pair's first pass
+# over a long history goes on in the next run.
+SEGMENT_ROUNDS_PER_RUN = 8
 
 # (tenant, agent key, channel key)
 Pair = tuple[str, str, str]
@@ -63,6 +70,7 @@ class FoldOutcome(BaseModel):
 
     versions: list[int] = []
     rebuilt: list[int] = []
+    segmented: int = 0
     lost_race: bool = False
     busy: bool = False
     more: bool = False
@@ -193,7 +201,10 @@ def fold_locked(
     if not lock.acquire():
         return FoldOutcome(busy=True)
     try:
-        return fold_channel(
+        segmented = extend_segments(
+            graph, tenant, agent_key, channel_key, max_rounds=SEGMENT_ROUNDS_PER_RUN
+        )
+        outcome = fold_channel(
             graph,
             summarizer or process_summarizer(settings),
             tenant=tenant,
@@ -203,6 +214,9 @@ def fold_locked(
             reanchor_every=settings.summary_reanchor_every,
             summarizer_name=settings.summarizer,
             renew=lock.reacquire,
+        )
+        return outcome.model_copy(
+            update={"segmented": segmented.appended, "more": outcome.more or segmented.more}
         )
     finally:
         # Already expired (and maybe taken by another fold): theirs is not ours to delete.
@@ -288,6 +302,7 @@ def fold(self: Task, tenant: Any, agent_key: Any, channel_key: Any) -> dict[str,
     return {
         "folds": len(outcome.versions),
         "rebuilds": len(outcome.rebuilt),
+        "segmented": outcome.segmented,
         "lost_race": int(outcome.lost_race),
         "busy": int(outcome.busy),
     }

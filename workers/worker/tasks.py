@@ -208,7 +208,8 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     if written:
         # New episodes and memories wait for vectors (workers/worker/embedding.py).
         kick_quietly(self.app)
-        # Their channels' summaries may be due a fold (workers/worker/folding.py); never waited on.
+        # Their channels' summaries may be due a fold and their segments new messages
+        # (workers/worker/folding.py); never waited on.
         request_folds_quietly(
             self.app, [(job.tenant, job.agent.key, job.channel.key) for _, job in written]
         )

@@ -14,6 +14,8 @@ from pipeline.graph.model import (
     KEYED_LABELS,
     PARTICIPANT,
     RETIRED_INDEXES,
+    SEGMENT,
+    SEGMENT_SEARCH,
     SUMMARY,
 )
 
@@ -68,6 +70,13 @@ INDEXES: Final = (
             (SUMMARY, ("text",)),
         )
     ),
+    f"CREATE FULLTEXT INDEX {SEGMENT_SEARCH} IF NOT EXISTS FOR (n:{SEGMENT}) "
+    "ON EACH [n.text, n.scope] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    # A pair's last segment (pipeline/graph/segments.py), and a tenant's for erasure repairs.
+    f"CREATE INDEX segment_agent_channel_seq IF NOT EXISTS "
+    f"FOR (n:{SEGMENT}) ON (n.agent_key, n.channel_key, n.seq)",
+    f"CREATE INDEX segment_tenant IF NOT EXISTS FOR (n:{SEGMENT}) ON (n.tenant)",
     *(f"DROP INDEX {name} IF EXISTS" for name in RETIRED_INDEXES),
     # The current rolling summary of (agent, channel) in one seek (pipeline/graph/summaries.py).
     f"CREATE INDEX summary_agent_channel_current IF NOT EXISTS "

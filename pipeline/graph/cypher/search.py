@@ -16,6 +16,7 @@ from pipeline.graph.model import (
     AGENT_NODE,
     CHANNEL,
     COMMITMENT,
+    COVERS,
     EPISODE,
     EVIDENCE,
     FACT,
@@ -27,6 +28,7 @@ from pipeline.graph.model import (
     OWED_TO,
     PARTICIPANT,
     SAID,
+    SEGMENT,
     SUMMARISED,
     SUMMARY,
 )
@@ -287,6 +289,15 @@ def _exact_then_filter(label: str) -> str:
 # Per label: the keyword (full-text) and vector statements, each scoped to the agent.
 KEYWORD_SEARCH: Final = {label: _search(_FULLTEXT, label) for label in _SCOPES}
 VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
+# The agent's segments (pipeline/segment.py) that match, with the episodes each covers: recall
+# ranks a message partly by its segment's score. Segments are the agent's own by key.
+SEGMENT_KEYWORD_SEARCH: Final = f"""{_FULLTEXT}WITH node AS s, score
+WHERE s:{SEGMENT} AND s.tenant = $tenant AND s.agent_key = $agent_key
+  AND ($channel_key IS NULL OR s.channel_key = $channel_key)
+RETURN s.key AS key, [(s)-[:{COVERS}]->(e:{EPISODE}) | e.key] AS covers, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
 # Per label (episodes, facts, commitments): the reader's vector cache proposed `$candidates`
 # (key, score); the agent's whole scope is checked here, on the nodes as they are now.
 CACHED_VECTOR_SEARCH: Final = {
@@ -332,6 +343,7 @@ _COLUMNS: Final = {
     COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
     "channel_id score",
     SUMMARY: "key text created_at channel_id channel_key score",
+    SEGMENT: "key covers score",
 }
 # The parameters that differ between labels; a combined statement names them per label.
 _PER_LABEL = re.compile(r"\$(index|lucene|k|limit|candidates)\b")

@@ -1,0 +1,69 @@
+"""Segments' statements: a pair's last segment, appending episodes to segments, and repairing
+segments whose episodes were erased or are no longer observed (pipeline/graph/segments.py)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pipeline.graph.model import AGENT_NODE, COVERS, EPISODE, OBSERVED, SEGMENT
+
+# One seek on segment_agent_channel_seq: the pair's highest segment number.
+LAST_SEGMENT: Final = f"""
+MATCH (s:{SEGMENT})
+WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
+RETURN s.seq AS seq, s.count AS count, s.last_at AS last_at, s.last_key AS last_key
+ORDER BY s.seq DESC
+LIMIT 1
+"""
+
+# The text is built here from the episodes as stored, not from what the pass read: an episode
+# erased in between is simply not found, so a segment never holds text nobody may see. A row
+# whose segment changed since it was read (`count` differs: another pass won) writes nothing.
+APPEND_SEGMENTS: Final = f"""
+UNWIND $rows AS row
+MERGE (s:{SEGMENT} {{key: row.key}})
+ON CREATE SET s.tenant = $tenant, s.agent_key = $agent_key, s.channel_key = $channel_key,
+              s.seq = row.seq, s.count = 0, s.text = '', s.scope = $scope
+WITH s, row
+WHERE s.count = row.expected_count
+CALL (s, row) {{
+  UNWIND range(0, size(row.episode_keys) - 1) AS i
+  MATCH (e:{EPISODE} {{key: row.episode_keys[i]}})
+  WHERE EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
+  CREATE (s)-[:{COVERS}]->(e)
+  WITH e, i ORDER BY i
+  RETURN collect(e.speaker_label + ': ' + e.content) AS lines
+}}
+SET s.text = CASE WHEN s.text = '' THEN '' ELSE s.text + '\\n' END
+             + reduce(t = '', l IN lines | CASE WHEN t = '' THEN l ELSE t + '\\n' + l END),
+    s.count = s.count + size(lines), s.last_at = row.last_at, s.last_key = row.last_key
+RETURN count(s) AS written
+"""
+
+# Segments of a tenant whose text no longer matches what their agent may see (an episode was
+# erased, or the agent forgotten): rebuilt from what is left, or deleted when nothing is.
+REPAIR_SEGMENTS: Final = f"""
+MATCH (s:{SEGMENT})
+WHERE ($tenant IS NULL OR s.tenant = $tenant) AND s.key > $after
+WITH s ORDER BY s.key LIMIT $page
+CALL (s) {{
+  OPTIONAL MATCH (s)-[c:{COVERS}]->(e:{EPISODE})
+  WITH c, e, e IS NOT NULL
+             AND EXISTS {{ (:{AGENT_NODE} {{key: s.agent_key}})-[:{OBSERVED}]->(e) }} AS seen
+  FOREACH (_ IN CASE WHEN c IS NOT NULL AND NOT seen THEN [1] ELSE [] END | DELETE c)
+  WITH e, seen ORDER BY e.created_at, e.key
+  RETURN [x IN collect(CASE WHEN seen THEN e.speaker_label + ': ' + e.content END)
+          WHERE x IS NOT NULL] AS lines
+}}
+WITH s, lines, s.key AS key, size(lines) <> s.count AS stale
+CALL (s, lines, stale) {{
+  WITH s, lines WHERE stale AND size(lines) > 0
+  SET s.text = reduce(t = '', l IN lines | CASE WHEN t = '' THEN l ELSE t + '\\n' + l END),
+      s.count = size(lines)
+}}
+CALL (s, lines, stale) {{
+  WITH s WHERE stale AND size(lines) = 0
+  DETACH DELETE s
+}}
+RETURN max(key) AS last, count(*) AS seen, sum(CASE WHEN stale THEN 1 ELSE 0 END) AS repaired
+"""

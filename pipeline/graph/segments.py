@@ -1,0 +1,130 @@
+"""Segments in the graph: extend a pair's segments with its new episodes, and repair those an
+erasure touched. The plan is pure (pipeline/segment.py); this module only reads and writes.
+
+Maintained off the sync path, by the fold check that already runs per (agent, channel) under
+that pair's lock (workers/worker/folding.py), so no two passes extend one pair at once and a
+busy channel's sync transactions never share a segment node. A segment lags its channel by a
+fold check (seconds); until then its messages rank on their own words alone.
+
+Position: a pair's segments cover its episodes up to the last segment's (last_at, last_key) in
+(created_at, key) order. An episode that arrives late with an earlier time is not segmented.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final, NamedTuple
+
+import neo4j
+
+from pipeline.graph.cypher import segment as segment_cypher
+from pipeline.graph.store import GraphStore, native
+from pipeline.graph.summaries import Position, channel_episodes
+from pipeline.segment import SEGMENT_SIZE, OpenSegment, segment
+from schemas.keys import scope_token
+
+# Tokens of new episodes read per pass round: a long backlog is segmented in bounded writes.
+READ_TOKENS: Final = 20_000
+REPAIR_PAGE: Final = 500
+
+
+class Extended(NamedTuple):
+    """What one pass did: episodes appended, and whether it stopped at its bound with more
+    left (a pair's first pass over a long history)."""
+
+    appended: int
+    more: bool
+
+
+def extend_segments(
+    graph: GraphStore,
+    tenant: str,
+    agent_key: str,
+    channel_key: str,
+    *,
+    size: int = SEGMENT_SIZE,
+    max_rounds: int | None = None,
+) -> Extended:
+    """Append the pair's episodes not yet in a segment, READ_TOKENS at a time, for at most
+    `max_rounds` rounds (None: until none are left)."""
+    appended = rounds = 0
+    while True:
+        if max_rounds is not None and rounds >= max_rounds:
+            return Extended(appended, more=True)
+        rounds += 1
+        last, position = _last_segment(graph, agent_key, channel_key)
+        episodes = channel_episodes(
+            graph, agent_key, channel_key, after=position, token_cap=READ_TOKENS
+        )
+        if not episodes:
+            return Extended(appended, more=False)
+        plan = segment(agent_key, channel_key, last, episodes, size)
+        rows: list[dict[str, Any]] = [
+            {
+                "key": part.key,
+                "seq": part.seq,
+                "episode_keys": part.episode_keys,
+                "expected_count": last.count if last is not None and part.seq == last.seq else 0,
+                "last_at": part.last_at,
+                "last_key": part.last_key,
+            }
+            for part in plan
+        ]
+        params = {
+            "rows": rows,
+            "tenant": tenant,
+            "agent_key": agent_key,
+            "channel_key": channel_key,
+            "scope": " ".join(
+                (scope_token("agent", agent_key), scope_token("channel", channel_key))
+            ),
+        }
+        with graph.session() as session:
+            written = session.execute_write(_append, params)
+        if written < len(rows):
+            # Another pass moved the segments meanwhile: it carries on.
+            return Extended(appended, more=False)
+        appended += len(episodes)
+
+
+def _append(tx: neo4j.ManagedTransaction, params: dict[str, Any]) -> int:
+    record = tx.run(segment_cypher.APPEND_SEGMENTS, params).single(strict=True)
+    return int(record["written"])
+
+
+def _last_segment(
+    graph: GraphStore, agent_key: str, channel_key: str
+) -> tuple[OpenSegment | None, Position | None]:
+    with graph.session(write=False) as session:
+        record = session.execute_read(
+            lambda tx: tx.run(
+                segment_cypher.LAST_SEGMENT, agent_key=agent_key, channel_key=channel_key
+            ).single()
+        )
+    if record is None:
+        return None, None
+    row = native(dict(record))
+    last_at: datetime = row["last_at"]
+    return OpenSegment(seq=row["seq"], count=row["count"]), Position(
+        created_at=last_at, key=row["last_key"]
+    )
+
+
+def repair_segments(graph: GraphStore, tenant: str | None, page: int = REPAIR_PAGE) -> int:
+    """Rebuild (or delete) the tenant's (None: every tenant's) segments whose episodes were
+    erased or are no longer observed by their agent, a page per transaction; how many."""
+    repaired, after = 0, ""
+    with graph.session() as session:
+        while True:
+            record = session.execute_write(_repair, tenant, after, page)
+            if not record["seen"]:
+                return repaired
+            repaired += int(record["repaired"])
+            after = record["last"]
+
+
+def _repair(
+    tx: neo4j.ManagedTransaction, tenant: str | None, after: str, page: int
+) -> neo4j.Record:
+    statement = segment_cypher.REPAIR_SEGMENTS
+    return tx.run(statement, tenant=tenant, after=after, page=page).single(strict=True)

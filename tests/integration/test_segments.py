@@ -1,0 +1,196 @@
+"""Segments on real Redis, Neo4j and a real worker: the fold check cuts an agent's messages of a
+channel into segments, recall ranks a message in the conversation the question is about above
+an equal match elsewhere, and forgetting someone takes their words out of every segment."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from memsync.producer import Producer
+from memsync.settings import Settings
+from pipeline.extract import RulesExtractor
+from pipeline.graph.cypher.segment import LAST_SEGMENT
+from pipeline.graph.directory import grant_trust
+from pipeline.graph.model import SEGMENT
+from pipeline.graph.search import recall
+from pipeline.graph.segments import extend_segments
+from pipeline.graph.store import GraphStore
+from pipeline.graph.writer import write_sync_jobs
+from pipeline.ingest import ingest_turns
+from pipeline.lens import BUILTIN_LENSES
+from pipeline.memorize import memorize
+from pipeline.segment import SEGMENT_SIZE
+from pipeline.trust import DirectoryTrustPolicy
+from pipeline.validate import validate_event
+from schemas.keys import channel_key, participant_key, scope_token
+from schemas.recall import RecallQuery
+from tests.integration.test_forget import run
+from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
+from workers.local import services
+from workers.state.ledger import Ledger
+
+pytestmark = pytest.mark.integration
+
+TRIP = {"id": "ch-trip", "kind": "group", "title": "Lisbon trip"}
+PHOTOS = {"id": "ch-photos", "kind": "group", "title": "Photos"}
+FILLER = [
+    "Sounds good to me.",
+    "Let me check my calendar first.",
+    "Okay, noted.",
+    "Sure thing.",
+]
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def segments(graph: GraphStore, tenant: str) -> list[dict[str, Any]]:
+    with graph.session(write=False) as session:
+        return [
+            dict(r)
+            for r in session.run(
+                f"MATCH (s:{SEGMENT}) WHERE s.tenant = $tenant "
+                "RETURN s.key AS key, s.agent_key AS agent_key, s.channel_key AS channel_key, "
+                "s.seq AS seq, s.count AS count, s.text AS text, s.scope AS scope, "
+                "COUNT { (s)-[:COVERS]->() } AS covers ORDER BY s.seq",
+                tenant=tenant,
+            )
+        ]
+
+
+def trip_messages(count: int) -> list[Any]:
+    found = [msg("t0", "user", "u-sarah", "The Lisbon flight leaves on Friday morning.", 0)]
+    for i in range(1, count):
+        text = FILLER[i % len(FILLER)]
+        if i == 4:
+            text = "Also my passport expires in May, so I have to renew it before we go."
+        found.append(msg(f"t{i}", "user", "u-devon" if i % 2 else "u-sarah", text, i))
+    return found
+
+
+def test_the_fold_check_cuts_segments_and_they_follow_the_channel(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    messages = trip_messages(SEGMENT_SIZE + 4)
+    events = [
+        event(tenant, f"ev-{n}", TRIP, [DEVON, SARAH, TRAVEL], messages[n : n + 5])
+        for n in range(0, len(messages), 5)
+    ]
+    # Strict trust: Devon (the Travel Agent's owner) vouches for Sarah.
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    producer = Producer(settings)
+    try:
+        emit_and_wait(producer, ledger, events)
+    finally:
+        producer.close(timeout=10)
+    wait_for(
+        lambda: sum(s["covers"] for s in segments(graph, tenant)) == len(messages),
+        "the worker to segment every message",
+    )
+    found = segments(graph, tenant)
+    assert [(s["seq"], s["count"], s["covers"]) for s in found] == [
+        (1, SEGMENT_SIZE, SEGMENT_SIZE),
+        (2, 4, 4),
+    ]
+    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
+    assert {(s["agent_key"], s["channel_key"]) for s in found} == {(agent, channel)}
+    assert (
+        found[0]["text"].splitlines()[0]
+        == "Sarah (@sarah): The Lisbon flight leaves on Friday morning."
+    )
+    assert found[0]["scope"].split() == [
+        scope_token("agent", agent),
+        scope_token("channel", channel),
+    ]
+    # A second pass finds nothing new and changes nothing.
+    assert extend_segments(graph, tenant, agent, channel) == (0, False)
+    assert segments(graph, tenant) == found
+
+
+def write_in_process(graph: GraphStore, events: list[Any]) -> None:
+    parsed = [validate_event(e) for e in events]
+    jobs = ingest_turns(parsed, {}, DirectoryTrustPolicy("open", {})).jobs
+    write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
+
+
+def test_recall_prefers_the_match_in_the_conversation_asked_about(
+    graph: GraphStore, settings: Settings
+) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    photos = [
+        msg("p0", "user", "u-devon", "Passport photo.", 40),
+        msg("p1", "user", "u-sarah", "Nice picture of the beach.", 41),
+    ]
+    write_in_process(
+        graph,
+        [
+            event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], trip_messages(10)),
+            event(tenant, "ev-photos", PHOTOS, [DEVON, SARAH, TRAVEL], photos),
+        ],
+    )
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    query = RecallQuery(
+        tenant=tenant,
+        agent_id="a-travel",
+        query="passport for the Lisbon flight",
+        limit=3,
+        include_neighbours=False,
+        kinds=("episode",),
+    )
+
+    def order() -> list[str]:
+        items = recall(graph, query, embedder=None, dm_policy=settings.dm_memory_policy)
+        found = [e for item in items for e in item.evidence]
+        assert "t4" in found and "p0" in found, found
+        return found
+
+    # Each passport message on its own words: the short one in the photo channel wins.
+    before = order()
+    assert before.index("p0") < before.index("t4")
+    agent = participant_key(tenant, "a-travel")
+    for channel in (TRIP, PHOTOS):
+        extend_segments(graph, tenant, agent, channel_key(tenant, channel["id"]))
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    # The trip's segment names the passport, Lisbon and the flight: its passport message now
+    # comes first of the two.
+    after = order()
+    assert after.index("t4") < after.index("p0")
+
+
+def test_forgetting_someone_takes_their_words_out_of_segments(
+    graph: GraphStore, settings: Settings
+) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    write_in_process(
+        graph, [event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], trip_messages(6))]
+    )
+    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (6, False)
+    assert [s["count"] for s in segments(graph, tenant)] == [4, 2]
+    assert "Lisbon" in segments(graph, tenant)[0]["text"]
+    done = run(settings, "forget", "--participant", "u-sarah", "--tenant", tenant, "--json")
+    assert done.returncode == 0, done.stderr
+    left = segments(graph, tenant)
+    # Devon's messages stay (t1, t3 in the first segment, t5 in the second); Sarah's are gone.
+    assert [(s["count"], s["covers"]) for s in left] == [(2, 2), (1, 1)]
+    assert all("Sarah" not in s["text"] and "Lisbon" not in s["text"] for s in left)
+    assert all(s["text"].startswith("Devon (@devon): ") for s in left)
+    with graph.session(write=False) as session:
+        record = session.run(LAST_SEGMENT, agent_key=agent, channel_key=channel).single()
+    assert record is not None and record["count"] == 1
+    # Forgetting the agent leaves no segment of it behind.
+    assert run(settings, "forget", "--agent", "a-travel", "--tenant", tenant).returncode == 0
+    assert segments(graph, tenant) == []
