@@ -27,7 +27,7 @@ from pipeline.memorize import memorize
 from pipeline.segment import SEGMENT_SIZE
 from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
-from schemas.keys import channel_key, participant_key, scope_token
+from schemas.keys import channel_key, episode_key, participant_key, scope_token
 from schemas.recall import RecallQuery
 from tests.integration.test_forget import run
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
@@ -62,6 +62,7 @@ def segments(graph: GraphStore, tenant: str) -> list[dict[str, Any]]:
                 f"MATCH (s:{SEGMENT}) WHERE s.tenant = $tenant "
                 "RETURN s.key AS key, s.agent_key AS agent_key, s.channel_key AS channel_key, "
                 "s.seq AS seq, s.count AS count, s.text AS text, s.scope AS scope, "
+                "s.episode_keys AS episode_keys, "
                 "COUNT { (s)-[:COVERS]->() } AS covers ORDER BY s.seq",
                 tenant=tenant,
             )
@@ -188,6 +189,9 @@ def test_forgetting_someone_takes_their_words_out_of_segments(
     assert [(s["count"], s["covers"]) for s in left] == [(2, 2), (1, 1)]
     assert all("Sarah" not in s["text"] and "Lisbon" not in s["text"] for s in left)
     assert all(s["text"].startswith("Devon (@devon): ") for s in left)
+    assert [s["episode_keys"] for s in left] == [
+        [episode_key(tenant, TRIP["id"], m) for m in ms] for ms in (["t1", "t3"], ["t5"])
+    ]
     with graph.session(write=False) as session:
         record = session.run(LAST_SEGMENT, agent_key=agent, channel_key=channel).single()
     assert record is not None and record["count"] == 1

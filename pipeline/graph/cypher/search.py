@@ -16,7 +16,6 @@ from pipeline.graph.model import (
     AGENT_NODE,
     CHANNEL,
     COMMITMENT,
-    COVERS,
     EPISODE,
     EVIDENCE,
     FACT,
@@ -294,7 +293,7 @@ VECTOR_SEARCH: Final = {label: _search(_VECTOR, label) for label in _SCOPES}
 SEGMENT_KEYWORD_SEARCH: Final = f"""{_FULLTEXT}WITH node AS s, score
 WHERE s:{SEGMENT} AND s.tenant = $tenant AND s.agent_key = $agent_key
   AND ($channel_key IS NULL OR s.channel_key = $channel_key)
-RETURN s.key AS key, [(s)-[:{COVERS}]->(e:{EPISODE}) | e.key] AS covers, score
+RETURN s.key AS key, coalesce(s.episode_keys, []) AS covers, score
 ORDER BY score DESC, key
 LIMIT $limit
 """

@@ -16,9 +16,11 @@ ORDER BY s.seq DESC
 LIMIT 1
 """
 
-# The text is built here from the episodes as stored, not from what the pass read: an episode
-# erased in between is simply not found, so a segment never holds text nobody may see. A row
-# whose segment changed since it was read (`count` differs: another pass won) writes nothing.
+# `episode_keys` repeats the COVERS edges' ends in order: recall reads the list, not the edges
+# (16 episode nodes a segment). The text is built here from the episodes as stored, not from
+# what the pass read: an episode erased in between is simply not found, so a segment never
+# holds text nobody may see. A row whose segment changed since it was read (`count` differs:
+# another pass won) writes nothing.
 APPEND_SEGMENTS: Final = f"""
 UNWIND $rows AS row
 MERGE (s:{SEGMENT} {{key: row.key}})
@@ -32,10 +34,11 @@ CALL (s, row) {{
   WHERE EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
   CREATE (s)-[:{COVERS}]->(e)
   WITH e, i ORDER BY i
-  RETURN collect(e.speaker_label + ': ' + e.content) AS lines
+  RETURN collect(e.speaker_label + ': ' + e.content) AS lines, collect(e.key) AS keys
 }}
 SET s.text = CASE WHEN s.text = '' THEN '' ELSE s.text + '\\n' END
              + reduce(t = '', l IN lines | CASE WHEN t = '' THEN l ELSE t + '\\n' + l END),
+    s.episode_keys = coalesce(s.episode_keys, []) + keys,
     s.count = s.count + size(lines), s.last_at = row.last_at, s.last_key = row.last_key
 RETURN count(s) AS written
 """
@@ -53,13 +56,14 @@ CALL (s) {{
   FOREACH (_ IN CASE WHEN c IS NOT NULL AND NOT seen THEN [1] ELSE [] END | DELETE c)
   WITH e, seen ORDER BY e.created_at, e.key
   RETURN [x IN collect(CASE WHEN seen THEN e.speaker_label + ': ' + e.content END)
-          WHERE x IS NOT NULL] AS lines
+          WHERE x IS NOT NULL] AS lines,
+         [x IN collect(CASE WHEN seen THEN e.key END) WHERE x IS NOT NULL] AS keys
 }}
-WITH s, lines, s.key AS key, size(lines) <> s.count AS stale
-CALL (s, lines, stale) {{
-  WITH s, lines WHERE stale AND size(lines) > 0
+WITH s, lines, keys, s.key AS key, size(lines) <> s.count AS stale
+CALL (s, lines, keys, stale) {{
+  WITH s, lines, keys WHERE stale AND size(lines) > 0
   SET s.text = reduce(t = '', l IN lines | CASE WHEN t = '' THEN l ELSE t + '\\n' + l END),
-      s.count = size(lines)
+      s.episode_keys = keys, s.count = size(lines)
 }}
 CALL (s, lines, stale) {{
   WITH s WHERE stale AND size(lines) = 0
