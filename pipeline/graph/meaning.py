@@ -9,7 +9,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final
@@ -161,10 +161,11 @@ def _refresh(ask: Ask, session: neo4j.Session, kinds: Sequence[RecallKind]) -> s
     return {kind for kind in kinds if _group(kind) in fresh}
 
 
-def _read_all(graph: GraphStore, statement: str, params: dict[str, Any]) -> list[Any]:
-    """Every record of a read, in a session of its own (the vector cache's background loads)."""
+def _read_all(graph: GraphStore, statement: str, params: dict[str, Any]) -> Iterator[Any]:
+    """Every record of a read, streamed from a session of its own (the vector cache's
+    background loads); the session closes when the records are used up or the reader stops."""
     with graph.session(write=False) as session:
-        return list(session.run(statement, params))
+        yield from session.run(statement, params)
 
 
 def _cached(

@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -42,6 +43,9 @@ MARGIN_MS: Final = 5000
 # A background read that failed (Neo4j away, say) is tried again no sooner than this.
 LOAD_RETRY_SECONDS: Final = 10.0
 _INITIAL_ROWS: Final = 1024
+# A whole read is turned into float32 this many rows at a time: the driver's records (a Python
+# float list per vector, ~30x the matrix's bytes) never pile up beyond one page.
+PAGE_ROWS: Final = 4096
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,20 @@ class _Scope:
     @property
     def nbytes(self) -> int:
         return int(self.matrix.nbytes + self.tags.nbytes + self.stamps.nbytes)
+
+    @property
+    def used_bytes(self) -> int:
+        """What the rows held take, without the room kept for growth."""
+        row = self.matrix.itemsize * self.dimensions + self.tags.itemsize + self.stamps.itemsize
+        return len(self.keys) * row
+
+    def trim(self) -> None:
+        """Give back the room kept for growth (after a whole read, whose size is now known)."""
+        count = len(self.keys)
+        if count < len(self.matrix):
+            self.matrix = self.matrix[:count].copy()
+            self.tags = self.tags[:count].copy()
+            self.stamps = self.stamps[:count].copy()
 
     def put(self, records: Iterable[Any]) -> bool:
         """Add or overwrite rows (records with key, embedding, channel_key, at); False if a
@@ -138,7 +156,9 @@ class _Scope:
 
 
 def _grown(matrix: npt.NDArray[np.float32], needed: int) -> npt.NDArray[np.float32]:
-    rows = max(len(matrix) * 2, needed, _INITIAL_ROWS)
+    # A quarter more, not double: a whole read is trimmed to its size, and the first catch-up
+    # after it would otherwise double a large scope's memory for a few new rows.
+    rows = max(len(matrix) + len(matrix) // 4, needed, _INITIAL_ROWS)
     bigger = np.zeros((rows, matrix.shape[1]), dtype=np.float32)
     bigger[: len(matrix)] = matrix
     return bigger
@@ -329,13 +349,22 @@ class VectorCache:
         cached: vectors of another size, or too big for the budget."""
         scope = _empty(dimensions)
         scope.loaded_at = time.monotonic()
-        if not scope.put(rows(cypher.READS[key[0]][0], params)):
-            self._drop(key)
-            return None
-        if scope.nbytes > self.max_bytes:
-            self._drop(key)
-            self._too_big[key] = time.monotonic()
-            return None
+        records = iter(rows(cypher.READS[key[0]][0], params))
+        try:
+            while page := list(islice(records, PAGE_ROWS)):
+                if not scope.put(page):
+                    self._drop(key)
+                    return None
+                if scope.used_bytes > self.max_bytes:
+                    # Stop reading here: the rest would only be thrown away.
+                    self._drop(key)
+                    self._too_big[key] = time.monotonic()
+                    return None
+        finally:
+            close = getattr(records, "close", None)
+            if close is not None:
+                close()
+        scope.trim()
         return scope
 
     def _load_later(

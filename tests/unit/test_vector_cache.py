@@ -164,6 +164,35 @@ def test_budget_refuses_a_scope_too_big_and_evicts_the_least_recent() -> None:
     assert list(roomy._scopes) == [("episode", "t", "t|b")]
 
 
+def test_a_whole_read_is_taken_in_pages_and_stops_once_over_the_budget() -> None:
+    table = Table()
+    for i in range(5 * vectorcache.PAGE_ROWS):
+        table.put(f"k{i}", _vector(i % 50), "ch", at=i)
+    taken: list[int] = []
+    closed: list[bool] = []
+
+    def streamed(statement: str, params: dict[str, Any]) -> Any:
+        try:
+            for record in table.rows(statement, params):
+                taken.append(1)
+                yield record
+        finally:
+            closed.append(True)
+
+    page_bytes = vectorcache.PAGE_ROWS * (DIMS * 4 + 4 + 8)
+    cache = VectorCache(int(page_bytes * 1.5))
+    assert not cache.refresh(streamed, "episode", tenant="t", agent_key="t|a", dimensions=DIMS)
+    # The second page passed the budget: nothing past it was read, and the read was closed.
+    assert len(taken) <= 2 * vectorcache.PAGE_ROWS + 1
+    assert closed == [True]
+    assert cache.nbytes == 0
+
+    roomy = VectorCache(page_bytes * 6)
+    assert roomy.refresh(streamed, "episode", tenant="t", agent_key="t|a", dimensions=DIMS)
+    # A whole read keeps no room for growth: its size is known once it is in.
+    assert roomy.nbytes == 5 * page_bytes
+
+
 def test_off_reads_nothing() -> None:
     table = Table()
     table.put("a", _vector(1), "ch", at=1)
