@@ -37,7 +37,6 @@ TRUSTS: Final = "TRUSTS"
 OWNED_BY: Final = "OWNED_BY"
 SUMMARISED: Final = "SUMMARISED"
 OF: Final = "OF"
-COVERS: Final = "COVERS"
 
 # The ways one participant may trust another (the `as` property of TRUSTS).
 TRUST_KINDS: Final = ("friend", "team", "connected")

@@ -63,7 +63,8 @@ def segments(graph: GraphStore, tenant: str) -> list[dict[str, Any]]:
                 "RETURN s.key AS key, s.agent_key AS agent_key, s.channel_key AS channel_key, "
                 "s.seq AS seq, s.count AS count, s.text AS text, s.scope AS scope, "
                 "s.episode_keys AS episode_keys, "
-                "COUNT { (s)-[:COVERS]->() } AS covers ORDER BY s.seq",
+                "COUNT { MATCH (e:Episode) WHERE e.key IN s.episode_keys } AS covers "
+                "ORDER BY s.seq",
                 tenant=tenant,
             )
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.model import AGENT_NODE, COVERS, EPISODE, OBSERVED, SEGMENT
+from pipeline.graph.model import AGENT_NODE, EPISODE, OBSERVED, SEGMENT
 
 # One seek on segment_agent_channel_seq: the pair's highest segment number.
 LAST_SEGMENT: Final = f"""
@@ -16,11 +16,11 @@ ORDER BY s.seq DESC
 LIMIT 1
 """
 
-# `episode_keys` repeats the COVERS edges' ends in order: recall reads the list, not the edges
-# (16 episode nodes a segment). The text is built here from the episodes as stored, not from
-# what the pass read: an episode erased in between is simply not found, so a segment never
-# holds text nobody may see. A row whose segment changed since it was read (`count` differs:
-# another pass won) writes nothing.
+# `episode_keys` lists the segment's messages in order (no edges: recall and repair read the
+# list, a unique-key seek each, where edges would cost 16 relationship writes a segment). The
+# text is built here from the episodes as stored, not from what the pass read: an episode
+# erased in between is simply not found, so a segment never holds text nobody may see. A row
+# whose segment changed since it was read (`count` differs: another pass won) writes nothing.
 APPEND_SEGMENTS: Final = f"""
 UNWIND $rows AS row
 MERGE (s:{SEGMENT} {{key: row.key}})
@@ -32,7 +32,6 @@ CALL (s, row) {{
   UNWIND range(0, size(row.episode_keys) - 1) AS i
   MATCH (e:{EPISODE} {{key: row.episode_keys[i]}})
   WHERE EXISTS {{ (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e) }}
-  CREATE (s)-[:{COVERS}]->(e)
   WITH e, i ORDER BY i
   RETURN collect(e.speaker_label + ': ' + e.content) AS lines, collect(e.key) AS keys
 }}
@@ -50,11 +49,12 @@ MATCH (s:{SEGMENT})
 WHERE ($tenant IS NULL OR s.tenant = $tenant) AND s.key > $after
 WITH s ORDER BY s.key LIMIT $page
 CALL (s) {{
-  OPTIONAL MATCH (s)-[c:{COVERS}]->(e:{EPISODE})
-  WITH c, e, e IS NOT NULL
+  WITH coalesce(s.episode_keys, []) AS listed
+  UNWIND range(0, size(listed) - 1) AS i
+  OPTIONAL MATCH (e:{EPISODE} {{key: listed[i]}})
+  WITH i, e, e IS NOT NULL
              AND EXISTS {{ (:{AGENT_NODE} {{key: s.agent_key}})-[:{OBSERVED}]->(e) }} AS seen
-  FOREACH (_ IN CASE WHEN c IS NOT NULL AND NOT seen THEN [1] ELSE [] END | DELETE c)
-  WITH e, seen ORDER BY e.created_at, e.key
+  WITH e, seen ORDER BY i
   RETURN [x IN collect(CASE WHEN seen THEN e.speaker_label + ': ' + e.content END)
           WHERE x IS NOT NULL] AS lines,
          [x IN collect(CASE WHEN seen THEN e.key END) WHERE x IS NOT NULL] AS keys
