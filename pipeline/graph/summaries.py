@@ -25,7 +25,7 @@ import neo4j
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph.cypher import summary as summary_cypher
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, instant
 from pipeline.summarize import EpisodeText, episode_tokens
 from schemas.keys import channel_key as make_channel_key
 from schemas.keys import compose_key, participant_key, scope_token
@@ -170,7 +170,7 @@ def _read_episodes(
             key=record["key"],
             speaker_label=record["speaker_label"] or "",
             content=record["content"] or "",
-            created_at=_to_datetime(record["created_at"]),
+            created_at=instant(int(record["created_at"])),
         )
         episodes.append(episode)
         tokens += episode_tokens(episode)

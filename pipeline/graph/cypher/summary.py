@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.instant import micros
 from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.model import AGENT_NODE, CHANNEL, EPISODE, OF, SUMMARISED, SUMMARY
 
@@ -37,7 +38,7 @@ WHERE e.channel_key = $channel_key AND e.created_at >= $from_time
        OR (e.created_at = $until_time AND e.key <= $until_key))
   AND {observed_by_agent("e")}
 RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
-       e.created_at AS created_at
+       {micros("e.created_at")} AS created_at
 ORDER BY e.created_at, e.key
 """
 
