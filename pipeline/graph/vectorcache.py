@@ -7,8 +7,9 @@ applies the agent's whole scope (observed, channel, tenant, audience, current) a
 rows. So a stale cache can cost a result, never leak one. It stays fresh by reading, on every
 use, what was embedded after its watermark (`embedded_at`, a range index; now and then a short
 margin behind it, for transactions that committed out of order) and reloads whole every
-RELOAD_SECONDS, which drops what was deleted. Bounded by a byte budget; the least recently used
-scopes go first, and a scope that does not fit is not cached (recall asks Neo4j as before).
+RELOAD_SECONDS (longer for a scope slow to read), which drops what was deleted. Bounded by a
+byte budget; the least recently used scopes go first, and a scope that does not fit is not
+cached (recall asks Neo4j as before).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ Rows = Callable[[str, dict[str, Any]], Iterable[Any]]
 # A whole reload this often: what was deleted (forgotten, expired) leaves the cache, and
 # anything an out-of-order commit hid from the watermark comes in.
 RELOAD_SECONDS: Final = 300.0
+# ...or, for a scope whose whole read took long (an agent with hundreds of thousands of
+# vectors reads for a minute or more), this many times that long: reloads then cost at most
+# about 2 % of a thread and of Neo4j, whatever the size. Deleted vectors stay that much longer;
+# they are never shown (Neo4j checks every proposed key), they only take a candidate's place.
+RELOAD_COST_FACTOR: Final = 50.0
 # Each use reads what was stamped after the newest vector it has seen; every RECHECK_SECONDS
 # it reads again from MARGIN_MS behind that: an embed transaction stamps `embedded_at` when it
 # runs and may commit a little after a later one. (Re-reading the margin on every use cost a
@@ -64,6 +70,7 @@ class _Scope:
     codes: dict[str, int] = field(default_factory=dict)
     watermark: int = 0
     loaded_at: float = 0.0
+    load_seconds: float = 0.0  # how long the last whole read took
     checked_at: float = 0.0
     # Every vector stamped before this (Neo4j's clock, ms) was committed and read by the last
     # margin check: the next one starts here if that is later than the margin.
@@ -236,7 +243,9 @@ class VectorCache:
                 held[group] = scope
                 if key in self._too_big:
                     continue
-                due = scope.loaded_at == 0.0 or time.monotonic() - scope.loaded_at > RELOAD_SECONDS
+                due = scope.loaded_at == 0.0 or time.monotonic() - scope.loaded_at > max(
+                    RELOAD_SECONDS, RELOAD_COST_FACTOR * scope.load_seconds
+                )
                 if due and load is not None:
                     self._load_later(key, dimensions, load, params)
                     if scope.loaded_at == 0.0:
@@ -365,6 +374,7 @@ class VectorCache:
             if close is not None:
                 close()
         scope.trim()
+        scope.load_seconds = time.monotonic() - scope.loaded_at
         return scope
 
     def _load_later(
@@ -467,6 +477,7 @@ def _swap(old: _Scope, new: _Scope) -> None:
     old.stamps = new.stamps
     old.codes, old.watermark = new.codes, new.watermark
     old.loaded_at = old.checked_at = new.loaded_at
+    old.load_seconds = new.load_seconds
 
 
 def _empty(dimensions: int) -> _Scope:

@@ -137,6 +137,30 @@ def test_reloads_whole_after_a_while_and_drops_what_is_gone(
     assert _keys(_ask(cache, table, _vector(3), {None: 5})) == ["a"]
 
 
+def test_a_scope_slow_to_read_is_reloaded_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    whole_reads: list[float] = []
+
+    def slow(statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if statement == cypher.READS["episode"][0]:
+            whole_reads.append(clock[0])
+            clock[0] += 20.0  # a big scope: its whole read takes 20 s
+        return table.rows(statement, params)
+
+    cache = VectorCache(1 << 20)
+    assert cache.refresh(slow, "episode", tenant="t", agent_key="t|a", dimensions=DIMS)
+    assert len(whole_reads) == 1
+    clock[0] += vectorcache.RELOAD_SECONDS + 1  # due for a small scope, not for this one
+    assert cache.refresh(slow, "episode", tenant="t", agent_key="t|a", dimensions=DIMS)
+    assert len(whole_reads) == 1
+    clock[0] += vectorcache.RELOAD_COST_FACTOR * 20.0
+    assert cache.refresh(slow, "episode", tenant="t", agent_key="t|a", dimensions=DIMS)
+    assert len(whole_reads) == 2
+
+
 def test_a_change_of_model_is_not_mixed_into_one_matrix() -> None:
     table = Table()
     table.put("a", _vector(1), "ch", at=1)
