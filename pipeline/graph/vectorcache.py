@@ -46,6 +46,10 @@ RELOAD_COST_FACTOR: Final = 50.0
 # whole embed batch's rows each time.)
 RECHECK_SECONDS: Final = 10.0
 MARGIN_MS: Final = 5000
+# Whole reads running at once in one reader: the rest wait their turn, so on a cold reader of
+# many large agents the first scopes are in after one read's time rather than all after the
+# sum (and the pages in flight, and Neo4j's share of the cores, stay bounded).
+WHOLE_READS_AT_ONCE: Final = 2
 # A background read that failed (Neo4j away, say) is tried again no sooner than this.
 LOAD_RETRY_SECONDS: Final = 10.0
 _INITIAL_ROWS: Final = 1024
@@ -183,6 +187,7 @@ class VectorCache:
         # Scopes being read in the background, and when a background read last failed.
         self._loading: dict[tuple[str, str, str], threading.Event] = {}
         self._failed: dict[tuple[str, str, str], float] = {}
+        self._whole_reads = threading.BoundedSemaphore(WHOLE_READS_AT_ONCE)
 
     @property
     def enabled(self) -> bool:
@@ -401,7 +406,8 @@ class VectorCache:
                 if from_ms is not None:
                     self._read_since(key, dimensions, load, {**params, "from_ms": from_ms})
                     return
-                scope = self._read_whole(key, dimensions, load, params)
+                with self._whole_reads:
+                    scope = self._read_whole(key, dimensions, load, params)
                 if scope is not None:
                     with self._lock:
                         current = self._scopes.get(key)

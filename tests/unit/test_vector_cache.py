@@ -5,6 +5,7 @@ read, and whole reads and margin re-reads in the background."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -358,3 +359,37 @@ def test_an_idle_scope_counts_from_its_last_check_not_its_last_batch(
     table.put("late", _vector(2), "ch", at=60_000 - vectorcache.MARGIN_MS // 2)
     assert clock.recheck(cache, table) == {"episode"}
     assert _nearest(cache, _vector(2), 1) == ["late"]
+
+
+def test_whole_reads_take_turns() -> None:
+    table = Table()
+    table.put("a", _vector(1), "ch", at=1)
+    gate = threading.Event()
+    entered = threading.Condition()
+    running: list[int] = [0, 0]  # now, most at once
+
+    def slow(statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with entered:
+            running[0] += 1
+            running[1] = max(running)
+            entered.notify_all()
+        gate.wait(10)
+        with entered:
+            running[0] -= 1
+        return table.rows(statement, params)
+
+    cache = VectorCache(1 << 20)
+    agents = [f"t|{n}" for n in range(2 * vectorcache.WHOLE_READS_AT_ONCE)]
+    for agent in agents:
+        cache.refresh_groups(
+            table.rows, ("episode",), tenant="t", agent_key=agent, dimensions=DIMS, load=slow
+        )
+    with entered:
+        assert entered.wait_for(lambda: running[0] == vectorcache.WHOLE_READS_AT_ONCE, 10)
+        # The others wait for a turn: none starts while these are held.
+        assert not entered.wait_for(lambda: running[0] > vectorcache.WHOLE_READS_AT_ONCE, 0.3)
+    gate.set()
+    assert cache.wait_for_loads(10)
+    assert running[1] == vectorcache.WHOLE_READS_AT_ONCE
+    for agent in agents:
+        assert cache.refresh(table.rows, "episode", tenant="t", agent_key=agent, dimensions=DIMS)
