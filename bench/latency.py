@@ -316,9 +316,15 @@ def runners(embedder: Embedder, dm_policy: str) -> dict[str, Runner]:
 
 
 def measure(
-    graph: TimedGraph, run: dict[str, Runner], queries: Sequence[Ask], warm: Sequence[Ask]
+    graph: TimedGraph,
+    run: dict[str, Runner],
+    queries: Sequence[Ask],
+    warm: Sequence[Ask],
+    neo4j_pid: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Timings]]:
-    """Cold first query, warm-up, then every query per kind; and per-statement timings."""
+    """Cold first query, warm-up, then every query per kind; and per-statement timings. CPU
+    per query too, this process's (every thread) and Neo4j's: on a box whose speed varies
+    from hour to hour it compares versions better than wall time does."""
     figures: dict[str, Any] = {}
     timings: dict[str, Timings] = {}
     for kind, runner in run.items():
@@ -335,11 +341,21 @@ def measure(
             runner(graph, ask)
         graph.vectors.wait_for_loads(600)
         took = []
+        cpu = time.process_time()
+        neo4j_cpu = _cpu_seconds(neo4j_pid) if neo4j_pid else 0.0
         for ask in queries:
             started = time.perf_counter()
             runner(graph, ask)
             took.append((time.perf_counter() - started) * 1000)
-        figures[kind] = {"cold_ms": cold, **summary(took)}
+        per_query = 1000 / max(len(queries), 1)
+        figures[kind] = {
+            "cold_ms": cold,
+            **summary(took),
+            "reader_cpu_ms": (time.process_time() - cpu) * per_query,
+            "neo4j_cpu_ms": (_cpu_seconds(neo4j_pid) - neo4j_cpu) * per_query
+            if neo4j_pid
+            else None,
+        }
         # A second pass with every statement timed (slower by the proxy's bookkeeping only).
         timings[kind] = Timings()
         timed = graph.timed(timings[kind])
@@ -540,6 +556,7 @@ def timed(
     runs: dict[str, dict[str, Runner]],
     args: argparse.Namespace,
     say: Say,
+    neo4j_pid: int | None = None,
 ) -> dict[str, Any]:
     """The timed queries on a loaded graph, once per vector cache size and query runtime asked
     for; the same queries (seeded by the size) every time, so runs compare."""
@@ -556,7 +573,7 @@ def timed(
     for mb, runtime in itertools.product(cache_sizes, runs):
         # Each setting on the same graph, from an empty cache (its loads are timed).
         reader = dataclasses.replace(graph, vectors=VectorCache(mb << 20))
-        figures, timings = measure(reader, runs[runtime], queries, warm)
+        figures, timings = measure(reader, runs[runtime], queries, warm, neo4j_pid)
         say(
             f"\nreader's vector cache: {f'{mb} MB' if mb else 'off'}"
             + (f"; queries embedded by {runtime}" if len(runs) > 1 else "")
@@ -596,7 +613,9 @@ def attach(
     try:
         say(f"attached to the {held['size']:,}-episode graph at {held['uri']}")
         say(f"Neo4j settled in {settle(held['pid']):.1f} s")
-        return timed(graph, Tenant(TENANT, corpus), corpus, held["size"], runs, args, say)
+        return timed(
+            graph, Tenant(TENANT, corpus), corpus, held["size"], runs, args, say, held["pid"]
+        )
     finally:
         graph.close()
 
@@ -605,12 +624,17 @@ def attach(
 
 
 def _print_table(size: int, figures: dict[str, Any]) -> None:
-    print(f"\n{size:,} episodes  (ms)")
-    print(f"  {'kind':<16}{'cold':>8}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}")
+    print(f"\n{size:,} episodes  (ms; CPU per query: this reader's threads, Neo4j's)")
+    print(
+        f"  {'kind':<16}{'cold':>8}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}"
+        f"{'cpu':>8}{'neo4j':>8}"
+    )
     for kind, f in figures.items():
+        neo4j_cpu = f.get("neo4j_cpu_ms")
         print(
             f"  {kind:<16}{f['cold_ms']:8.1f}{f['mean']:8.1f}{f['p50']:8.1f}"
-            f"{f['p95']:8.1f}{f['p99']:8.1f}{f['max']:8.1f}"
+            f"{f['p95']:8.1f}{f['p99']:8.1f}{f['max']:8.1f}{f['reader_cpu_ms']:8.1f}"
+            + (f"{neo4j_cpu:8.1f}" if neo4j_cpu is not None else f"{'-':>8}")
         )
 
 
@@ -795,7 +819,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "indexes_online_s": online_s,
                 "settle_s": settle_s,
             }
-            entry.update(timed(graph, tenant, corpus, size, runs, args, say))
+            entry.update(timed(graph, tenant, corpus, size, runs, args, say, neo.process.pid))
             report["sizes"][str(size)] = entry
         if args.hold is not None:
             hold(args.hold, uri, loaded, neo.process.pid, say)
