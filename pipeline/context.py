@@ -125,7 +125,12 @@ def trim(context: Context) -> Context:
     (see `prioritised`); the input's own `dropped` is kept and added to."""
     budget = context.budget_tokens
     entries = _entries(context)
-    kept = _largest(0, len(entries), lambda n: _tokens(_prefix(context, n)) <= budget)
+    # Most contexts fit whole: one render says so, where the search would take one per halving.
+    kept = (
+        len(entries)
+        if _tokens(_prefix(context, len(entries))) <= budget
+        else _largest(0, len(entries), lambda n: _tokens(_prefix(context, n)) <= budget)
+    )
     summary_text: str | None = None
     partial = False
     if kept < len(entries) and entries[kept][0] == "summary" and context.summary is not None:
