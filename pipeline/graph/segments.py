@@ -7,7 +7,12 @@ busy channel's sync transactions never share a segment node. A segment lags its 
 fold check (seconds); until then its messages rank on their own words alone.
 
 Position: a pair's segments cover its episodes up to the last segment's (last_at, last_key) in
-(created_at, key) order. An episode that arrives late with an earlier time is not segmented.
+(created_at, key) order, and a pass reads what lies after it. An episode that arrives late with
+an earlier time (a replayed dead letter, a spooled turn) lies before it: once a pass has caught
+up, it compares how many messages the segments list with how many the agent observed up to the
+position, and only when they differ reads which are missing and appends them to the open
+segment, out of time order (a segment is a bag of words to the ranking) and without moving the
+position.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import neo4j
 from pipeline.graph.cypher import segment as segment_cypher
 from pipeline.graph.store import GraphStore, native
 from pipeline.graph.summaries import Position, channel_episodes
-from pipeline.segment import SEGMENT_SIZE, OpenSegment, segment
+from pipeline.segment import SEGMENT_SIZE, OpenSegment, SegmentAppend, segment
+from pipeline.summarize import EpisodeText
 from schemas.keys import scope_token
 
 # Tokens of new episodes read per pass round: a long backlog is segmented in bounded writes.
@@ -48,6 +54,7 @@ def extend_segments(
     """Append the pair's episodes not yet in a segment, READ_TOKENS at a time, for at most
     `max_rounds` rounds (None: until none are left)."""
     appended = rounds = 0
+    pair = (tenant, agent_key, channel_key)
     while True:
         if max_rounds is not None and rounds >= max_rounds:
             return Extended(appended, more=True)
@@ -57,34 +64,82 @@ def extend_segments(
             graph, agent_key, channel_key, after=position, token_cap=READ_TOKENS
         )
         if not episodes:
+            late = _late(graph, agent_key, channel_key, last, position)
+            plan = segment(agent_key, channel_key, last, late, size)
+            if late and _write(graph, plan, last, pair=pair, keep=position):
+                appended += len(late)
             return Extended(appended, more=False)
         plan = segment(agent_key, channel_key, last, episodes, size)
-        rows: list[dict[str, Any]] = [
-            {
-                "key": part.key,
-                "seq": part.seq,
-                "episode_keys": part.episode_keys,
-                "expected_count": last.count if last is not None and part.seq == last.seq else 0,
-                "last_at": part.last_at,
-                "last_key": part.last_key,
-            }
-            for part in plan
-        ]
-        params = {
-            "rows": rows,
-            "tenant": tenant,
-            "agent_key": agent_key,
-            "channel_key": channel_key,
-            "scope": " ".join(
-                (scope_token("agent", agent_key), scope_token("channel", channel_key))
-            ),
-        }
-        with graph.session() as session:
-            written = session.execute_write(_append, params)
-        if written < len(rows):
+        if not _write(graph, plan, last, pair=pair):
             # Another pass moved the segments meanwhile: it carries on.
             return Extended(appended, more=False)
         appended += len(episodes)
+
+
+def _write(
+    graph: GraphStore,
+    plan: list[SegmentAppend],
+    last: OpenSegment | None,
+    *,
+    pair: tuple[str, str, str],
+    keep: Position | None = None,
+) -> bool:
+    """Append `plan` in one transaction; False when another pass changed a segment first (its
+    rows wrote nothing). With `keep`, the segments' position stays there (late messages)."""
+    if not plan:
+        return True
+    tenant, agent_key, channel_key = pair
+    rows: list[dict[str, Any]] = [
+        {
+            "key": part.key,
+            "seq": part.seq,
+            "episode_keys": part.episode_keys,
+            "expected_count": last.count if last is not None and part.seq == last.seq else 0,
+            "last_at": keep.created_at if keep else part.last_at,
+            "last_key": keep.key if keep else part.last_key,
+        }
+        for part in plan
+    ]
+    params = {
+        "rows": rows,
+        "tenant": tenant,
+        "agent_key": agent_key,
+        "channel_key": channel_key,
+        "scope": " ".join((scope_token("agent", agent_key), scope_token("channel", channel_key))),
+    }
+    with graph.session() as session:
+        written = session.execute_write(_append, params)
+    return bool(written == len(rows))
+
+
+def _late(
+    graph: GraphStore,
+    agent_key: str,
+    channel_key: str,
+    last: OpenSegment | None,
+    position: Position | None,
+) -> list[EpisodeText]:
+    """The agent's messages of the channel at or before the segments' position that no segment
+    lists (they arrived late), in time order; counted first, read only when the counts differ."""
+    if last is None or position is None:
+        return []
+    params = {
+        "agent_key": agent_key,
+        "channel_key": channel_key,
+        "until_time": position.created_at,
+        "until_key": position.key,
+    }
+    with graph.session(write=False) as session:
+        counts = session.execute_read(
+            lambda tx: tx.run(segment_cypher.SEGMENT_COVERAGE, params).single(strict=True)
+        )
+        if int(counts["observed"]) <= int(counts["listed"]):
+            return []
+        listed = session.execute_read(
+            lambda tx: {record["key"] for record in tx.run(segment_cypher.SEGMENT_KEYS, params)}
+        )
+    before = channel_episodes(graph, agent_key, channel_key, until=position)
+    return [episode for episode in before if episode.key not in listed]
 
 
 def _append(tx: neo4j.ManagedTransaction, params: dict[str, Any]) -> int:

@@ -199,3 +199,29 @@ def test_forgetting_someone_takes_their_words_out_of_segments(
     # Forgetting the agent leaves no segment of it behind.
     assert run(settings, "forget", "--agent", "a-travel", "--tenant", tenant).returncode == 0
     assert segments(graph, tenant) == []
+
+
+def test_a_message_that_arrives_late_joins_the_open_segment(graph: GraphStore) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    messages = trip_messages(6)
+    # t2 ("Okay, noted.") is written after the rest were segmented, with its own earlier time:
+    # a replayed dead letter or a spooled turn.
+    late = messages.pop(2)
+    write_in_process(graph, [event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], messages)])
+    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (5, False)
+    assert [s["count"] for s in segments(graph, tenant)] == [4, 1]
+    write_in_process(graph, [event(tenant, "ev-late", TRIP, [DEVON, SARAH, TRAVEL], [late])])
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (1, False)
+    found = segments(graph, tenant)
+    assert [(s["count"], s["covers"]) for s in found] == [(4, 4), (2, 2)]
+    keys = [episode_key(tenant, TRIP["id"], m) for m in ("t5", "t2")]
+    assert found[1]["episode_keys"] == keys
+    assert found[1]["text"].splitlines()[-1] == "Sarah (@sarah): Okay, noted."
+    # The position stays at the latest message, so the next pass finds nothing to add and a
+    # later message still goes after it.
+    with graph.session(write=False) as session:
+        record = session.run(LAST_SEGMENT, agent_key=agent, channel_key=channel).single()
+    assert record is not None and record["last_key"] == keys[0]
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (0, False)
+    assert segments(graph, tenant) == found

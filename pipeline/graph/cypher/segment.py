@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.model import AGENT_NODE, EPISODE, OBSERVED, SEGMENT
 
 # One seek on segment_agent_channel_seq: the pair's highest segment number.
@@ -14,6 +15,33 @@ WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT
 RETURN s.seq AS seq, s.count AS count, s.last_at AS last_at, s.last_key AS last_key
 ORDER BY s.seq DESC
 LIMIT 1
+"""
+
+# How many messages the pair's segments list, against how many of the agent's messages of the
+# channel lie at or before the segments' position ($until_time, $until_key): more of the latter
+# means some arrived late, with an earlier time than messages already segmented.
+SEGMENT_COVERAGE: Final = f"""
+CALL () {{
+  MATCH (s:{SEGMENT})
+  WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
+  RETURN coalesce(sum(s.count), 0) AS listed
+}}
+CALL () {{
+  MATCH (e:{EPISODE})
+  WHERE e.channel_key = $channel_key AND e.created_at <= $until_time
+    AND (e.created_at < $until_time OR e.key <= $until_key)
+    AND {observed_by_agent("e")}
+  RETURN count(e) AS observed
+}}
+RETURN listed, observed
+"""
+
+# Every message key the pair's segments list.
+SEGMENT_KEYS: Final = f"""
+MATCH (s:{SEGMENT})
+WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
+UNWIND coalesce(s.episode_keys, []) AS key
+RETURN key
 """
 
 # `episode_keys` lists the segment's messages in order (no edges: recall and repair read the
