@@ -66,7 +66,10 @@ from workers.local import services
 EmbedderName = Literal["minilm", "wordllama"]
 TENANT = "bench-latency"
 LAG_TENANT = "bench-lag"
-WARMUP = 20
+# Queries per kind before timing. A freshly started Neo4j's CPU per query fell fourfold over
+# its first thousand or so queries (its JIT compiler warming up: docs/benchmarks.md), so a
+# graph loaded and timed in one process needs more than a handful.
+WARMUP = 200
 TARGET_P95_MS = 50.0
 KINDS = ("recall keyword", "recall hybrid", "build_context")
 
@@ -567,7 +570,7 @@ def timed(
     gc.freeze()
     rng_seed = 8
     queries = asks(tenant, corpus, args.queries, rng_seed)
-    warm = asks(tenant, corpus, WARMUP, rng_seed + size)
+    warm = asks(tenant, corpus, args.warmup, rng_seed + size)
     entry: dict[str, Any] = {"by_vector_cache_mb": {}}
     cache_sizes = [int(mb) for mb in args.vector_cache_mb.split(",") if mb]
     for mb, runtime in itertools.product(cache_sizes, runs):
@@ -661,6 +664,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="minilm embeds about 80 episodes/s here: 100k take about 20 minutes to load",
     )
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP, help="queries per kind before timing (at least 1)"
+    )
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH")
     parser.add_argument("--rates", default="200,1000,5000", help="episodes/s; empty: skip")
     parser.add_argument("--lag-seconds", type=float, default=60.0)
@@ -738,6 +744,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     batch = args.embed_batch or settings.embed_batch
     if args.vector_memo is not None and not args.reuse_vectors:
         parser.error("--vector-memo needs --reuse-vectors")
+    if args.warmup < 1:
+        parser.error(f"--warmup: at least 1, the cold query (got {args.warmup})")
     loader: Embedder = Remembering(embedder, args.vector_memo) if args.reuse_vectors else embedder
     say(
         f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
