@@ -92,6 +92,21 @@ def test_nearest_is_exact_and_held_to_the_channel() -> None:
     assert all(key in {f"k{i}" for i in range(1, 200, 3)} for key, _ in found["ch1"])
 
 
+def test_a_large_scope_is_searched_in_two_halves_with_the_same_answer() -> None:
+    table = Table()
+    for i in range(201):
+        table.put(f"k{i}", _vector(i), f"ch{i % 3}", at=1000 + i)
+    query = _vector(999)
+    whole = _ask(VectorCache(1 << 20), table, query, {None: 201})
+    split = VectorCache(1 << 20, split_elements=201 * DIMS - 1)
+    halves = _ask(split, table, query, {None: 201})
+    assert halves is not None and whole is not None
+    assert [key for key, _ in halves[None]] == [key for key, _ in _brute(table, query, None)]
+    assert [key for key, _ in halves[None]] == [key for key, _ in whole[None]]
+    assert [s for _, s in halves[None]] == pytest.approx([s for _, s in whole[None]], abs=1e-6)
+    assert any(t.name.startswith("memsync-product") for t in threading.enumerate())
+
+
 def test_catches_up_on_what_was_embedded_since(monkeypatch: pytest.MonkeyPatch) -> None:
     table = Table()
     table.put("old", _vector(1), "ch", at=10_000)
