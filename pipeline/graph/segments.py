@@ -65,9 +65,10 @@ def extend_segments(
         )
         if not episodes:
             late = _late(graph, agent_key, channel_key, last, position)
-            plan = segment(agent_key, channel_key, last, late, size)
-            if late and _write(graph, plan, last, pair=pair, keep=position):
-                appended += len(late)
+            if late:
+                plan = segment(agent_key, channel_key, last, late, size)
+                if _write(graph, plan, last, pair=pair, keep=position):
+                    appended += len(late)
             return Extended(appended, more=False)
         plan = segment(agent_key, channel_key, last, episodes, size)
         if not _write(graph, plan, last, pair=pair):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from pipeline.graph.cypher.search import observed_by_agent
+from pipeline.graph.cypher.summary import UP_TO_POSITION
 from pipeline.graph.model import AGENT_NODE, EPISODE, OBSERVED, SEGMENT
 
 # One seek on segment_agent_channel_seq: the pair's highest segment number.
@@ -28,8 +29,7 @@ CALL () {{
 }}
 CALL () {{
   MATCH (e:{EPISODE})
-  WHERE e.channel_key = $channel_key AND e.created_at <= $until_time
-    AND (e.created_at < $until_time OR e.key <= $until_key)
+  WHERE e.channel_key = $channel_key AND e.created_at <= $until_time AND {UP_TO_POSITION}
     AND {observed_by_agent("e")}
   RETURN count(e) AS observed
 }}

@@ -26,6 +26,11 @@ ORDER BY s.version DESC
 LIMIT 1
 """
 
+# An episode `e` at or before the position ($until_time, $until_key) in (created_at, key)
+# order; a null position is open.
+UP_TO_POSITION: Final = """($until_time IS NULL OR e.created_at < $until_time
+       OR (e.created_at = $until_time AND e.key <= $until_key))"""
+
 # The agent's episodes of one channel, in (created_at, key) order, after the position `after`
 # (exclusive) and up to `until` (inclusive); a null bound is open. Seeks the (channel_key,
 # created_at) index, then keeps what this agent observed.
@@ -34,8 +39,7 @@ MATCH (e:{EPISODE})
 WHERE e.channel_key = $channel_key AND e.created_at >= $from_time
   AND ($after_time IS NULL OR e.created_at > $after_time
        OR (e.created_at = $after_time AND e.key > $after_key))
-  AND ($until_time IS NULL OR e.created_at < $until_time
-       OR (e.created_at = $until_time AND e.key <= $until_key))
+  AND {UP_TO_POSITION}
   AND {observed_by_agent("e")}
 RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
        {micros("e.created_at")} AS created_at
