@@ -739,17 +739,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     corpus = load_corpus(root)
     settings = Settings(embedder=args.embedder)
+    # Queries as a reader embeds them (MiniLM in int8 unless MEMSYNC_QUANTIZED_QUERIES=false);
+    # the tenant's memory as an embed worker does (float, every core).
     embedder = make_embedder(settings)
-    assert embedder is not None  # both choices build one
+    storing = make_embedder(settings, use="batches")
+    assert embedder is not None and storing is not None  # both choices build one
     batch = args.embed_batch or settings.embed_batch
     if args.vector_memo is not None and not args.reuse_vectors:
         parser.error("--vector-memo needs --reuse-vectors")
     if args.warmup < 1:
         parser.error(f"--warmup: at least 1, the cold query (got {args.warmup})")
-    loader: Embedder = Remembering(embedder, args.vector_memo) if args.reuse_vectors else embedder
+    loader: Embedder = Remembering(storing, args.vector_memo) if args.reuse_vectors else storing
     say(
         f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
-        f"{len(corpus.queries):,} held-out queries ({root})"
+        f"{len(corpus.queries):,} held-out queries ({root}); queries embedded in "
+        f"{'int8' if settings.quantized_queries and args.embedder == 'minilm' else 'float'}"
     )
     runs = {r: runners(query_embedder(embedder, r), settings.dm_memory_policy) for r in runtimes}
     if args.attach is not None:

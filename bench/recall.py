@@ -278,8 +278,11 @@ def graph_side(
         return
 
     settings = Settings(trust_mode="open", embedder=embedder_name, embed_context=in_context)
+    # As in production: memory is embedded as an embed worker does (float), questions as a
+    # reader does (int8 unless MEMSYNC_QUANTIZED_QUERIES=false).
     embedder = make_embedder(settings)
-    if embedder is None:
+    storing = make_embedder(settings, use="batches")
+    if embedder is None or storing is None:
         side.notes.append("embedder none: the graph retrievers need one")
         yield side
         return
@@ -315,7 +318,7 @@ def graph_side(
         for label in EMBEDDED_LABELS:
             while True:
                 read, stored = embed_batch(
-                    graph, embedder, label, settings.embed_batch, in_context=in_context
+                    graph, storing, label, settings.embed_batch, in_context=in_context
                 )
                 embedded += stored
                 if not read:
@@ -325,7 +328,11 @@ def graph_side(
                     break
         side.timings["embed"] = time.perf_counter() - started
         how = "in conversation" if in_context else "one message each"
-        side.notes.append(f"embedded {embedded} nodes with {embedder.model}, episodes {how}")
+        queries = "int8" if settings.quantized_queries and embedder_name == "minilm" else "float"
+        side.notes.append(
+            f"embedded {embedded} nodes with {embedder.model}, episodes {how}; "
+            f"questions embedded in {queries}"
+        )
 
         def ranker(tenant: str, mode: RecallMode) -> Ranker:
             def rank(agent_id: str, question: str) -> list[list[str]]:

@@ -150,10 +150,11 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
     """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off.
 
     `use` says what the process will embed. "queries": a reader (recall, build_context); MiniLM
-    runs each on one thread. "batches": an embed worker; MiniLM runs on every core from the
-    start. "once": a process that embeds one query and exits (the CLI's `recall` and
-    `context`); MiniLM runs on numpy, ready in about a quarter of the second onnxruntime needs
-    to build its session, for a few milliseconds more on the query.
+    runs each on one thread, in int8 unless `quantized_queries` is off. "batches": an embed
+    worker; MiniLM runs on every core from the start (float: its vectors are stored). "once":
+    a process that embeds one query and exits (the CLI's `recall` and `context`); MiniLM runs
+    on numpy, ready in about a quarter of the second onnxruntime needs to build its session,
+    for a few milliseconds more on the query.
     """
     if settings.embedder == "none":
         return None
@@ -163,4 +164,6 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
 
     if use == "once":
         return MiniLMEmbedder(runtime="numpy")
-    return MiniLMEmbedder(batches=use == "batches")
+    if use == "batches":
+        return MiniLMEmbedder(batches=True)
+    return MiniLMEmbedder(quantized_queries=settings.quantized_queries)

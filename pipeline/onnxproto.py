@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 IR_VERSION: Final = 9
 # TensorProto.DataType
 FLOAT: Final = 1
+INT8: Final = 3
 INT64: Final = 7
 # AttributeProto.AttributeType
 _ATTR_FLOAT: Final = 1
@@ -26,7 +27,7 @@ _ATTR_INT: Final = 2
 _ATTR_INTS: Final = 7
 
 _VARINT, _FIXED32, _BYTES = 0, 5, 2
-_DTYPES: Final = {"float32": FLOAT, "int64": INT64}
+_DTYPES: Final = {"float32": FLOAT, "int8": INT8, "int64": INT64}
 
 Attribute = int | float | Sequence[int]
 
@@ -78,8 +79,8 @@ def node(op: str, inputs: Sequence[str], outputs: Sequence[str], **attributes: A
     return b"".join(parts)
 
 
-def tensor(name: str, array: NDArray[np.float32] | NDArray[np.int64]) -> bytes:
-    """A TensorProto holding `array` (float32 or int64) as little-endian raw data."""
+def tensor(name: str, array: NDArray[np.float32] | NDArray[np.int8] | NDArray[np.int64]) -> bytes:
+    """A TensorProto holding `array` (float32, int8 or int64) as little-endian raw data."""
     dtype = _DTYPES[array.dtype.name]
     dims = b"".join(_int(1, d) for d in array.shape)
     raw = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")

@@ -100,9 +100,9 @@ def _close_runtime() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def embedder(settings: Settings) -> Embedder:
-    """The session's own model, for tests that embed in-process (its embed worker may store
-    some of the same vectors first: they are the same)."""
-    made = make_embedder(settings)
+    """The session's own model as an embed worker runs it, for tests that embed in-process
+    (its embed worker may store some of the same vectors first: they are the same)."""
+    made = make_embedder(settings, use="batches")
     assert made is not None
     return made
 

@@ -92,7 +92,7 @@ def test_drains_at_once_embed_apart_and_leave_nothing_pending(
             keys=node_keys,
             tenant=tenant,
         ).consume()
-    made = make_embedder(settings)
+    made = make_embedder(settings, use="batches")
     assert made is not None
     drains = [Recording(made), Recording(made)]
 

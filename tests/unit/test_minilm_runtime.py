@@ -37,14 +37,18 @@ def test_onnxruntime_is_the_default_runtime(onnx_embedder: MiniLMEmbedder) -> No
 
 
 class _CountingEncoder(OnnxEncoder):
-    """Sessions as plain objects, each one made recorded with its thread count."""
+    """Sessions as plain objects, each one made recorded with its thread count and graph."""
 
-    def __init__(self) -> None:
-        super().__init__(lambda: b"graph")
+    def __init__(self, *, batches: bool = False, quantized_queries: bool = False) -> None:
+        super().__init__(
+            lambda quantized: b"graph", batches=batches, quantized_queries=quantized_queries
+        )
         self.made: list[int] = []
+        self.quantized: list[bool] = []
 
-    def _make(self, threads: int) -> object:
+    def _make(self, threads: int, *, quantized: bool) -> object:
         self.made.append(threads)
+        self.quantized.append(quantized)
         return object()
 
 
@@ -60,6 +64,37 @@ def test_one_session_at_a_time() -> None:
     assert encoder.session(small=False) is batch
     assert len(encoder.made) == 2
     assert encoder.made[0] == 1
+    assert encoder.quantized == [False, False]
+
+
+def test_only_a_readers_query_session_is_quantised() -> None:
+    """Stored vectors always come from the float graph: a batch session never runs int8, nor
+    does an embed worker's encoder (`batches`) even for a single short text."""
+    reader = _CountingEncoder(quantized_queries=True)
+    reader.session(small=True)
+    reader.session(small=False)
+    assert reader.quantized == [True, False]
+    worker = _CountingEncoder(batches=True, quantized_queries=True)
+    worker.session(small=True)
+    assert worker.quantized == [False]
+
+
+def test_a_quantised_query_keeps_the_float_vectors_direction() -> None:
+    """int8 weights move a query's vector by about 0.005 in cosine (a one-word text by up to
+    about 0.035: its few tokens' outliers set the whole input's scale), and what is close stays
+    closest: each text's quantised vector is nearest its own float vector."""
+    reference = np.array(MiniLMEmbedder(runtime="numpy").embed(TEXTS))
+    quantised = MiniLMEmbedder(quantized_queries=True)
+    alone = np.array([quantised.embed([t])[0] for t in TEXTS[:2] + TEXTS[3:4]])
+    chosen = reference[[0, 1, 3]]
+    similarity = alone @ chosen.T
+    assert np.diag(similarity)[:2].min() > 0.99
+    assert np.diag(similarity).min() > 0.95
+    # Not the float vectors themselves: the int8 graph really ran.
+    assert np.abs(alone - chosen).max() > 1e-4
+    assert (similarity.argmax(axis=1) == np.arange(3)).all()
+    encoder, _ = quantised._model()
+    assert isinstance(encoder, OnnxEncoder) and encoder._quantized_queries
 
 
 def test_onnxruntime_and_numpy_give_the_same_vectors() -> None:
@@ -112,3 +147,12 @@ def test_a_one_shot_process_gets_numpy_and_a_long_lived_one_onnxruntime() -> Non
     one_shot.embed(["load"])
     assert isinstance(one_shot._model()[0], NumpyEncoder)
     assert isinstance(make_embedder(Settings(embedder="wordllama"), use="once"), WordLlamaEmbedder)
+
+
+def test_a_reader_quantises_its_queries_and_an_embed_worker_never() -> None:
+    reader = make_embedder(Settings())
+    exact_reader = make_embedder(Settings(quantized_queries=False))
+    worker = make_embedder(Settings(), use="batches")
+    assert isinstance(reader, MiniLMEmbedder) and reader._quantized_queries
+    assert isinstance(exact_reader, MiniLMEmbedder) and not exact_reader._quantized_queries
+    assert isinstance(worker, MiniLMEmbedder) and not worker._quantized_queries

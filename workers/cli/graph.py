@@ -122,7 +122,8 @@ def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _graph_reembed(args: argparse.Namespace, settings: Settings) -> int:
-    embedder = make_embedder(settings)
+    # Stored vectors: the float model, as an embed worker runs it.
+    embedder = make_embedder(settings, use="batches")
     if embedder is None:
         return _refuse("MEMSYNC_EMBEDDER=none: there is no model to re-embed with")
     done = reembed(runtime.graph(), embedder)
