@@ -1,11 +1,15 @@
 """Recall quality: does an agent's memory find the message that answers a question?
 
-Two sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
+Three sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
 channel of named humans observed by one or two synthetic agents, scenes spread over a few agents
 so each agent's memory holds many scenes; each question is searched across the whole memory of
 every agent that observed its scene, and its gold evidence is the answering utterance(s). The
 paraphrase set (bench/data/paraphrases.jsonl, written blind): short conversations with
-distractors, and questions that share few words with the answer.
+distractors, and questions that share few words with the answer. The customer-memory set
+(bench/data/customer_memory.jsonl, written blind, the same shape): customer-service
+conversations of 8-14 messages, each stating several details of the same kinds, and the
+question an assistant would later ask its memory about that customer (the issue's top-1
+target is for such questions).
 
 Memory is written in-process through the real stages and the graph writer (no Celery: this
 measures the read side) into a private Neo4j, then embedded. Retrievers, side by side: the
@@ -59,8 +63,10 @@ from tests.datasets import (
 )
 
 PARAPHRASES = Path(__file__).resolve().parent / "data" / "paraphrases.jsonl"
+CUSTOMER_MEMORY = Path(__file__).resolve().parent / "data" / "customer_memory.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
+CUSTOMER_TENANT = "bench-customer"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
 PARA_AGENT_SPEAKERS = frozenset({"Support Bot", "Travel Agent"})
@@ -159,8 +165,11 @@ def friends_corpus(root: Path, agents: int, limit: int | None, split: str = "all
     return Corpus(name, FRIENDS_TENANT, events, cases, notes)
 
 
-def paraphrase_corpus(path: Path = PARAPHRASES) -> Corpus:
-    """The blind paraphrase set: every case its own group channel, all observed by one agent."""
+def paraphrase_corpus(
+    path: Path = PARAPHRASES, title: str = "paraphrases (blind)", tenant: str = PARA_TENANT
+) -> Corpus:
+    """A blind set of cases (the paraphrases, or the customer-memory set of the same shape):
+    every case its own group channel, all observed by one agent."""
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     events: list[RawEvent] = []
     cases: list[Case] = []
@@ -193,8 +202,8 @@ def paraphrase_corpus(path: Path = PARAPHRASES) -> Corpus:
         events.append(
             {
                 "schema_version": SCHEMA_VERSION,
-                "event_id": f"para-{case['id']}",
-                "tenant": PARA_TENANT,
+                "event_id": f"{tenant}-{case['id']}",
+                "tenant": tenant,
                 "channel": {"id": case["id"], "kind": "group", "title": case["id"]},
                 "participants": list(people.values()),
                 "messages": messages,
@@ -202,7 +211,7 @@ def paraphrase_corpus(path: Path = PARAPHRASES) -> Corpus:
         )
         gold = frozenset(f"{case['id']}-m{i}" for i in case["answer"])
         cases.append(Case(PARA_AGENT, case["question"], gold))
-    return Corpus("paraphrases (blind)", PARA_TENANT, events, cases, [f"{len(cases)} cases"])
+    return Corpus(title, tenant, events, cases, [f"{len(cases)} cases"])
 
 
 def sync_jobs(corpus: Corpus) -> list[SyncJob]:
@@ -464,6 +473,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     corpora = [
         friends_corpus(root, args.agents, args.limit_scenes, args.split),
         paraphrase_corpus(),
+        paraphrase_corpus(CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT),
     ]
     if note:
         corpora[0].notes.append("vendored slice")
