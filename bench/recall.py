@@ -22,7 +22,7 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--json [PATH]]`
+[--one-channel] [--json [PATH]]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -130,10 +130,14 @@ def scene_half(title: str) -> str:
     return "dev" if hashlib.sha256(title.encode("utf-8")).digest()[0] % 2 == 0 else "test"
 
 
-def friends_corpus(root: Path, agents: int, limit: int | None, split: str = "all") -> Corpus:
+def friends_corpus(
+    root: Path, agents: int, limit: int | None, split: str = "all", *, one_channel: bool = False
+) -> Corpus:
     """FriendsQA scenes as group channels: scene i is observed by agent i mod n, every other
     scene by the next agent too; a question is asked of each agent that observed its scene, if
-    the scene is in `split` (every scene is in memory whatever the split)."""
+    the scene is in `split` (every scene is in memory whatever the split). `one_channel`: every
+    scene is said in one channel, one after another, so each agent remembers one long
+    conversation and no channel boundary tells the scenes apart."""
     scenes = friends_scenes(root)
     data = json.loads((root / FRIENDSQA_FILE).read_text(encoding="utf-8"))
     paragraphs = [p for episode in data["data"] for p in episode["paragraphs"]]
@@ -146,6 +150,8 @@ def friends_corpus(root: Path, agents: int, limit: int | None, split: str = "all
         scene, qas = scenes[position], paragraphs[position]["qas"]
         raw = friends_raw_event(scene, position)
         raw["tenant"] = FRIENDS_TENANT
+        if one_channel:
+            raw["channel"] = {"id": "friends", "kind": "group", "title": "Friends"}
         observers = [position % agents]
         if position % 2 and agents > 1:
             observers.append((position + 1) % agents)
@@ -162,6 +168,8 @@ def friends_corpus(root: Path, agents: int, limit: int | None, split: str = "all
             cases.extend(Case(f"a-{n}", qa["question"], frozenset(gold)) for n in observers)
     notes = [f"{count} scenes, {agents} agents, {unanswerable} questions without a kept answer"]
     name = "FriendsQA dev (in-sample)" if split == "all" else f"FriendsQA dev, {split} half"
+    if one_channel:
+        name += ", every scene in one channel"
     return Corpus(name, FRIENDS_TENANT, events, cases, notes)
 
 
@@ -454,6 +462,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--limit-scenes", type=int, help="only the first N FriendsQA scenes")
     parser.add_argument("--agents", type=int, default=3, help="agents the scenes spread over")
     parser.add_argument(
+        "--one-channel",
+        action="store_true",
+        help="FriendsQA's scenes said one after another in one channel (a long conversation)",
+    )
+    parser.add_argument(
         "--json", nargs="?", const="-", metavar="PATH", help="also write the figures as JSON"
     )
     parser.add_argument("--reference-only", action="store_true", help="no Neo4j, BM25 only")
@@ -471,7 +484,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if note:
         print(f"note: {note}", file=sys.stderr)
     corpora = [
-        friends_corpus(root, args.agents, args.limit_scenes, args.split),
+        friends_corpus(
+            root, args.agents, args.limit_scenes, args.split, one_channel=args.one_channel
+        ),
         paraphrase_corpus(),
         paraphrase_corpus(CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT),
     ]
