@@ -5,9 +5,10 @@ Each utterance is embedded as the vector index stores it, labelled with its spea
 ("Name (@handle): text"), in batches of 256 (MEMSYNC_EMBED_BATCH's default), in this process.
 Reads the full set from ../shared/data, or the vendored slice in tests/data when it is absent.
 
-Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|wordllama|all]
-[--batch 256] [--repeat 3] [--load N] [--use queries|batches|both]` (`minilm-numpy`: the same
-model on its numpy fallback runtime; `--load N`: N CPU-bound processes run beside it, as Neo4j
+Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|minilm-int8|wordllama|
+all] [--batch 256] [--repeat 3] [--load N] [--use queries|batches|both]` (`minilm-numpy`: the same
+model on its numpy fallback runtime; `minilm-int8`: in int8 throughout, as embed workers run it
+with MEMSYNC_EMBED_QUANTIZED; `--load N`: N CPU-bound processes run beside it, as Neo4j
 and the other workers would on a shared machine; `--use`: as a reader embeds, as an embed
 worker does, or both in turn).
 """
@@ -44,6 +45,7 @@ def utterances() -> tuple[list[str], Path]:
 EMBEDDERS: dict[str, Callable[[bool], Embedder]] = {
     "minilm": lambda batches: MiniLMEmbedder(batches=batches),
     "minilm-numpy": lambda batches: MiniLMEmbedder(runtime="numpy", batches=batches),
+    "minilm-int8": lambda batches: MiniLMEmbedder(batches=batches, quantized=True),
     "wordllama": lambda batches: WordLlamaEmbedder(),
 }
 QUERIES = (

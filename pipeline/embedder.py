@@ -151,7 +151,7 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
 
     `use` says what the process will embed. "queries": a reader (recall, build_context); MiniLM
     runs each on one thread, in int8 unless `quantized_queries` is off. "batches": an embed
-    worker; MiniLM runs on every core from the start (float: its vectors are stored). "once":
+    worker; MiniLM runs on every core from the start (float unless `embed_quantized`). "once":
     a process that embeds one query and exits (the CLI's `recall` and `context`); MiniLM runs
     on numpy, ready in about a quarter of the second onnxruntime needs to build its session,
     for a few milliseconds more on the query.
@@ -165,5 +165,5 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
     if use == "once":
         return MiniLMEmbedder(runtime="numpy")
     if use == "batches":
-        return MiniLMEmbedder(batches=True)
+        return MiniLMEmbedder(batches=True, quantized=settings.embed_quantized)
     return MiniLMEmbedder(quantized_queries=settings.quantized_queries)

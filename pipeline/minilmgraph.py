@@ -12,7 +12,8 @@ A reader's query session may run a quantised form instead (`quantized`): every d
 weights as int8 with one scale a column, its input quantised to uint8 as it comes (onnxruntime
 fuses the four nodes into one integer product). A query embeds about three times as fast (int8
 products on AVX-512 VNNI or AVX2), its vector within about 0.01 of the float one in cosine;
-stored vectors are always the float graph's, so the index never mixes the two.
+stored vectors are the float graph's unless the embed workers are told otherwise
+(`MEMSYNC_EMBED_QUANTIZED`), and then carry a model name of their own.
 """
 
 from __future__ import annotations
@@ -196,18 +197,21 @@ class OnnxEncoder:
         *,
         batches: bool = False,
         quantized_queries: bool = False,
+        quantized_batches: bool = False,
     ) -> None:
         """`first`: the graph of the first session this encoder will make (a query session's
         when not `batches`). `batches`: every call runs on every core from the start (an embed
         worker), so no query session is ever made and dropped. `quantized_queries`: the query
-        session runs the int8 graph (a reader; never what is stored)."""
+        session runs the int8 graph (a reader). `quantized_batches`: every session does (an
+        embed worker that stores int8 vectors, under a model name of their own)."""
         self._build = build
         self._model = first
         self._query: Any = None
         self._batch: Any = None
         self._lock = threading.Lock()
         self._batches = batches
-        self._quantized_queries = quantized_queries and not batches
+        self._quantized_batches = quantized_batches
+        self._quantized_queries = (quantized_queries and not batches) or quantized_batches
 
     def session(self, *, small: bool) -> Any:
         with self._lock:
@@ -217,7 +221,10 @@ class OnnxEncoder:
                 if self._query is None:
                     self._query = self._make(1, quantized=self._quantized_queries)
                 return self._query
-            self._batch, self._query = self._make(_cores(), quantized=False), None
+            self._batch, self._query = (
+                self._make(_cores(), quantized=self._quantized_batches),
+                None,
+            )
             return self._batch
 
     def _make(self, threads: int, *, quantized: bool) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from memsync.settings import Settings
 from pipeline import onnxproto
 from pipeline.embedder import WordLlamaEmbedder, make_embedder
+from pipeline.errors import ConfigurationError
 from pipeline.minilm import MiniLMEmbedder, NumpyEncoder, make_encoder
 from pipeline.minilmgraph import OnnxEncoder
 
@@ -39,9 +40,18 @@ def test_onnxruntime_is_the_default_runtime(onnx_embedder: MiniLMEmbedder) -> No
 class _CountingEncoder(OnnxEncoder):
     """Sessions as plain objects, each one made recorded with its thread count and graph."""
 
-    def __init__(self, *, batches: bool = False, quantized_queries: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        batches: bool = False,
+        quantized_queries: bool = False,
+        quantized_batches: bool = False,
+    ) -> None:
         super().__init__(
-            lambda quantized: b"graph", batches=batches, quantized_queries=quantized_queries
+            lambda quantized: b"graph",
+            batches=batches,
+            quantized_queries=quantized_queries,
+            quantized_batches=quantized_batches,
         )
         self.made: list[int] = []
         self.quantized: list[bool] = []
@@ -156,3 +166,35 @@ def test_a_reader_quantises_its_queries_and_an_embed_worker_never() -> None:
     assert isinstance(reader, MiniLMEmbedder) and reader._quantized_queries
     assert isinstance(exact_reader, MiniLMEmbedder) and not exact_reader._quantized_queries
     assert isinstance(worker, MiniLMEmbedder) and not worker._quantized_queries
+
+
+def test_an_int8_embed_worker_runs_int8_throughout_and_names_its_vectors_so() -> None:
+    """MEMSYNC_EMBED_QUANTIZED: every session of the worker's encoder is int8, its vectors
+    carry a model name of their own, and they stay near the float ones."""
+    encoder = _CountingEncoder(batches=True, quantized_batches=True)
+    encoder.session(small=True)
+    reader = _CountingEncoder(quantized_batches=True)
+    reader.session(small=True)
+    reader.session(small=False)
+    assert encoder.quantized == [True] and reader.quantized == [True, True]
+
+    worker = make_embedder(Settings(embed_quantized=True), use="batches")
+    float_worker = make_embedder(Settings(), use="batches")
+    assert isinstance(worker, MiniLMEmbedder) and isinstance(float_worker, MiniLMEmbedder)
+    assert worker.model == float_worker.model + "+int8"
+    # A reader's model is unchanged by the setting: it stores nothing.
+    reader_embedder = make_embedder(Settings(embed_quantized=True))
+    assert isinstance(reader_embedder, MiniLMEmbedder) and not reader_embedder._quantized
+    texts = TEXTS[:2]
+    int8 = np.array(worker.embed(texts))
+    exact = np.array(float_worker.embed(texts))
+    assert (int8 * exact).sum(axis=1).min() > 0.98
+    assert np.abs(int8 - exact).max() > 1e-4
+
+
+def test_int8_vectors_need_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match="needs onnxruntime"):
+        MiniLMEmbedder(runtime="numpy", quantized=True)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # the import now fails
+    with pytest.raises(ConfigurationError, match="MEMSYNC_EMBED_QUANTIZED needs onnxruntime"):
+        MiniLMEmbedder(quantized=True).embed(["x"])

@@ -49,14 +49,14 @@ SWEEP_SECONDS = 10.0
 WORKERS_TTL = 3 * int(SWEEP_SECONDS)
 
 _embedder: Embedder | None = None
-_embedder_key: tuple[int, str] | None = None
+_embedder_key: tuple[int, str, bool] | None = None
 _embedder_lock = threading.Lock()
 
 
 def process_embedder(settings: Settings) -> Embedder | None:
     """This process's embedder (its weights load on first use, after any fork)."""
     global _embedder, _embedder_key
-    key = (os.getpid(), settings.embedder)
+    key = (os.getpid(), settings.embedder, settings.embed_quantized)
     with _embedder_lock:
         if _embedder_key != key:
             _embedder, _embedder_key = make_embedder(settings, use="batches"), key
