@@ -260,7 +260,8 @@ def _stats(args: argparse.Namespace, settings: Settings) -> int:
 
     counters: dict[str, Any] = runtime.ledger().stats()
     # The embedding lag: nodes written but not yet embedded (recall is keyword-only for them).
-    embedder = make_embedder(settings)
+    # The model the embed workers store vectors as (int8 under MEMSYNC_EMBED_QUANTIZED).
+    embedder = make_embedder(settings, use="batches")
     counters["embed.model"] = embedder.model if embedder is not None else "none"
     if embedder is not None:
         counters["embed.context"] = "on" if settings.embed_context else "off"
