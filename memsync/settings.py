@@ -104,9 +104,9 @@ class Settings(BaseSettings):
     embed_context: bool = True
     # A reader's queries run MiniLM with int8 weights (pipeline/minilmgraph.py): about three
     # times as fast, the vector within about 0.01 of the float one in cosine. Stored vectors
-    # are always float. False: queries in float as well.
+    # are as the embed workers make them (below). False: queries in float as well.
     quantized_queries: bool = True
-    # Embed workers run MiniLM with int8 weights too: about 1.7 times the texts a second, the
+    # Embed workers run MiniLM with int8 weights too: about twice the texts a second, the
     # same rankings on the recall benchmarks; vectors are stored under the model name
     # "...+int8" (recall compares them with float ones; `memsync graph reembed` makes every
     # vector one kind). Off by default: stored vectors stay as they were.

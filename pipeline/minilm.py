@@ -275,7 +275,7 @@ class MiniLMEmbedder:
     "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     `quantized_queries`: a reader's queries run the int8 graph, about three times as fast and
     within about 0.01 in cosine. `quantized`: everything runs it (an embed worker storing int8
-    vectors, about 1.7 times the texts a second), and the model name says so.
+    vectors, about twice the texts a second), and the model name says so.
     """
 
     def __init__(

@@ -122,7 +122,7 @@ def _graph_init(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _graph_reembed(args: argparse.Namespace, settings: Settings) -> int:
-    # Stored vectors: the float model, as an embed worker runs it.
+    # The model an embed worker stores vectors as (int8 under MEMSYNC_EMBED_QUANTIZED).
     embedder = make_embedder(settings, use="batches")
     if embedder is None:
         return _refuse("MEMSYNC_EMBEDDER=none: there is no model to re-embed with")
