@@ -50,7 +50,7 @@ import numpy
 from bench.bulkload import Corpus, Tenant, ensure_people, load, load_corpus, shape_check, write_rows
 from bench.shared import shared_data_dir
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, make_embedder
+from pipeline.embedder import Embedder, make_embedder, query_precision
 from pipeline.graph.cypher import bulkload as bulk_cypher
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.schema import init_schema
@@ -753,7 +753,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     say(
         f"corpus {len(corpus.texts):,} texts, {len(corpus.names):,} speakers, "
         f"{len(corpus.queries):,} held-out queries ({root}); queries embedded in "
-        f"{'int8' if settings.quantized_queries and args.embedder == 'minilm' else 'float'}"
+        f"{query_precision(settings)}"
     )
     runs = {r: runners(query_embedder(embedder, r), settings.dm_memory_policy) for r in runtimes}
     if args.attach is not None:

@@ -280,7 +280,7 @@ def graph_side(
     # Imported here so the reference figures still print while the read side is being built.
     try:
         from memsync.settings import Settings
-        from pipeline.embedder import make_embedder
+        from pipeline.embedder import make_embedder, query_precision
         from pipeline.graph.contextvectors import embed_batch
         from pipeline.graph.embeddings import EMBEDDED_LABELS
         from pipeline.graph.schema import init_schema
@@ -345,10 +345,9 @@ def graph_side(
                     break
         side.timings["embed"] = time.perf_counter() - started
         how = "in conversation" if in_context else "one message each"
-        queries = "int8" if settings.quantized_queries and embedder_name == "minilm" else "float"
         side.notes.append(
             f"embedded {embedded} nodes with {embedder.model}, episodes {how}; "
-            f"questions embedded in {queries}"
+            f"questions embedded in {query_precision(settings)}"
         )
 
         def ranker(tenant: str, mode: RecallMode) -> Ranker:

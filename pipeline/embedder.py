@@ -146,6 +146,11 @@ class WordLlamaEmbedder:
         return vectors
 
 
+def query_precision(settings: Settings) -> str:
+    """How a reader embeds its queries under `settings` ("int8" or "float"), for reports."""
+    return "int8" if settings.embedder == "minilm" and settings.quantized_queries else "float"
+
+
 def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedder | None:
     """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off.
 

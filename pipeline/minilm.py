@@ -240,12 +240,9 @@ def make_encoder(
         else:
             from pipeline.minilmgraph import OnnxEncoder
 
-            first = _graph(
-                weights, quantized=quantized_batches or (quantized_queries and not batches)
-            )
             return OnnxEncoder(
                 lambda quantized: _graph(_load()[0], quantized=quantized),
-                first=first,
+                first=lambda quantized: _graph(weights, quantized=quantized),
                 batches=batches,
                 quantized_queries=quantized_queries,
                 quantized_batches=quantized_batches,

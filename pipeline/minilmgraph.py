@@ -188,24 +188,25 @@ class OnnxEncoder:
     queries come (the read side shares its cores with Neo4j), on every core from the first
     batch on (an embed worker). A session holds its own packed copy of the weights, so the
     query session is dropped when the batch one is made, and the serialised graph is dropped
-    once a session holds it (`build` makes it again if ever needed, quantised or not)."""
+    once a session holds it (`build` makes it again if ever needed, in the precision asked)."""
 
     def __init__(
         self,
         build: Callable[[bool], bytes],
-        first: bytes | None = None,
+        first: Callable[[bool], bytes] | None = None,
         *,
         batches: bool = False,
         quantized_queries: bool = False,
         quantized_batches: bool = False,
     ) -> None:
-        """`first`: the graph of the first session this encoder will make (a query session's
-        when not `batches`). `batches`: every call runs on every core from the start (an embed
-        worker), so no query session is ever made and dropped. `quantized_queries`: the query
-        session runs the int8 graph (a reader). `quantized_batches`: every session does (an
-        embed worker that stores int8 vectors, under a model name of their own)."""
+        """`build(quantized)` makes the graph; `first`, if given, makes it once, for the first
+        session (from weights already loaded), and is then dropped. `batches`: every call runs
+        on every core from the start (an embed worker), so no query session is ever made and
+        dropped. `quantized_queries`: the query session runs the int8 graph (a reader).
+        `quantized_batches`: every session does (an embed worker that stores int8 vectors,
+        under a model name of their own)."""
         self._build = build
-        self._model = first
+        self._first = first
         self._query: Any = None
         self._batch: Any = None
         self._lock = threading.Lock()
@@ -230,9 +231,8 @@ class OnnxEncoder:
     def _make(self, threads: int, *, quantized: bool) -> Any:
         import onnxruntime
 
-        # The graph given first is the first session's (quantised when that is a query session
-        # of a reader that asks for it); any later one is built again.
-        model, self._model = self._model or self._build(quantized), None
+        make, self._first = self._first or self._build, None
+        model = make(quantized)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

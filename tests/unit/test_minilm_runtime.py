@@ -159,6 +159,17 @@ def test_a_one_shot_process_gets_numpy_and_a_long_lived_one_onnxruntime() -> Non
     assert isinstance(make_embedder(Settings(embedder="wordllama"), use="once"), WordLlamaEmbedder)
 
 
+def test_a_readers_batch_is_float_even_when_it_comes_first() -> None:
+    """The graph made from the loaded weights serves the first session in that session's own
+    precision: a reader whose first call is a batch runs it in float, then stays there."""
+    reference = np.array(MiniLMEmbedder(runtime="numpy").embed(TEXTS))
+    reader = MiniLMEmbedder(quantized_queries=True)
+    batched = np.array(reader.embed(TEXTS))
+    alone = np.array([reader.embed([t])[0] for t in TEXTS])
+    for vectors in (batched, alone):
+        assert np.abs(vectors - reference).max() < 1e-5
+
+
 def test_a_reader_quantises_its_queries_and_an_embed_worker_never() -> None:
     reader = make_embedder(Settings())
     exact_reader = make_embedder(Settings(quantized_queries=False))
