@@ -8,6 +8,10 @@ the caller as it would on a platform, rather than in a tight loop), each call ti
 perf_counter_ns, then the producer is flushed and closed. Broker down means Redis stopped: the
 producer spools. Loaded means N CPU-bound processes (`while True: pass`) run beside it.
 
+Each call's involuntary context switches are counted too (getrusage of the calling thread, read
+outside the timed span): a slow call with one inside it was preempted by the operating system,
+which nothing in the producer can prevent.
+
 Run: `.venv/bin/python -m bench.emitlatency [--events 20000] [--load 0,2] [--rate 2000]
 [--json PATH]`.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,6 +38,7 @@ from memsync.settings import Settings
 from workers.local import services
 
 BURN = "while True: pass"
+SLOW_NS = 1_000_000
 
 
 def start_burners(count: int) -> list[subprocess.Popen[bytes]]:
@@ -60,6 +66,7 @@ def emit_run(
     """Emit every event at `rate` a second through a fresh producer; time each emit() call."""
     producer = Producer(settings)
     latencies: list[int] = []
+    preempted: list[bool] = []
     interval_ns = int(1e9 / rate)
     try:
         start = time.perf_counter_ns()
@@ -68,19 +75,25 @@ def emit_run(
             ahead = due - time.perf_counter_ns()
             if ahead > 0:
                 time.sleep(ahead / 1e9)
+            switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
             before = time.perf_counter_ns()
             producer.emit(event)
             latencies.append(time.perf_counter_ns() - before)
+            preempted.append(resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw > switches)
         emitted = time.perf_counter_ns()
         flushed = producer.flush(timeout=flush_timeout)
         drained = time.perf_counter_ns()
     finally:
         producer.close(timeout=flush_timeout)
+    slow = [was for took, was in zip(latencies, preempted, strict=True) if took > SLOW_NS]
     return {
         "events": len(events),
         "rate": rate,
         "achieved_rate": len(events) / ((emitted - start) / 1e9),
         "emit_us": {k: v / 1e3 if k != "n" else v for k, v in spread(latencies).items()},
+        "slow": len(slow),
+        "slow_preempted": sum(slow),
+        "preempted": sum(preempted),
         "flushed": flushed,
         "flush_ms": (drained - emitted) / 1e6,
         "published": producer.counters["published"],
@@ -91,14 +104,15 @@ def emit_run(
 def table(runs: list[dict[str, Any]]) -> str:
     header = (
         f"{'broker':<7} {'load':>4} {'events':>7} {'rate/s':>7} {'p50 us':>8} {'p99 us':>8} "
-        f"{'max us':>9} {'published':>9} {'spooled':>8}"
+        f"{'max us':>9} {'>1 ms':>6} {'preempted':>9} {'published':>9} {'spooled':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in runs:
         e = r["emit_us"]
         lines.append(
             f"{r['broker']:<7} {r['load']:>4} {r['events']:>7} {r['achieved_rate']:>7.0f} "
-            f"{e['p50']:>8.0f} {e['p99']:>8.0f} {e['max']:>9.0f} {r['published']:>9} "
+            f"{e['p50']:>8.0f} {e['p99']:>8.0f} {e['max']:>9.0f} {r['slow']:>6} "
+            f"{r['slow_preempted']:>9} {r['published']:>9} "
             f"{r['spooled']:>8}"
         )
     return "\n".join(lines)
@@ -160,7 +174,8 @@ def main() -> None:
     print(
         f"\n{args.events} events a run (sync-path workload, seed {args.seed}) at a steady "
         f"{args.rate:.0f}/s; producer batch {base.producer_batch}; {len(loads)} load levels; "
-        "broker down = Redis stopped, the producer spools"
+        "broker down = Redis stopped, the producer spools; '>1 ms' counts slow calls, "
+        "'preempted' those of them the OS switched out (an involuntary context switch inside)"
     )
     print(table(runs))
     if args.json is not None:
