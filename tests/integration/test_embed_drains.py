@@ -13,9 +13,10 @@ import redis
 
 from memsync import keys
 from memsync.settings import Settings
-from pipeline.embedder import Embedder, make_embedder
+from pipeline.embedder import Embedder, labelled, make_embedder
 from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.store import GraphStore
+from pipeline.minilm import INT8_SUFFIX
 from workers.worker import embedding
 from workers.worker.embedding import LEASE_SECONDS, claimer, drain
 
@@ -118,3 +119,57 @@ def test_drains_at_once_embed_apart_and_leave_nothing_pending(
     assert len(ours[0]) == len(set(ours[0])) and len(ours[1]) == len(set(ours[1]))
     assert all(ours)
     assert pending_for_episodes(graph, node_keys) == 0
+
+
+def test_an_int8_drain_stores_its_vectors_under_its_own_model_name(
+    graph: GraphStore, settings: Settings
+) -> None:
+    """MEMSYNC_EMBED_QUANTIZED: what an int8 drain stores is named as int8 (so reembed and
+    stats can tell it apart) and lies within a small angle of the float vector."""
+    tenant = f"q{uuid.uuid4().hex[:12]}"
+    subjects = ["the invoice", "the deploy", "the flight", "the refund", "the seat", "the hotel"]
+    contents = [f"{tenant} asks about {s}, number {i}" for i, s in enumerate(subjects * 3)]
+    node_keys = [f"{tenant}:episode:ch:m-{i}" for i in range(len(contents))]
+    with graph.session() as session:
+        session.run(
+            "UNWIND range(0, size($keys) - 1) AS i "
+            "CREATE (:Episode {key: $keys[i], tenant: $tenant, content: $contents[i], "
+            "speaker_label: 'Devon (@devon)', embed_pending: true})",
+            keys=node_keys,
+            tenant=tenant,
+            contents=contents,
+        ).consume()
+    quantized = make_embedder(settings.model_copy(update={"embed_quantized": True}), use="batches")
+    full = make_embedder(settings, use="batches")
+    assert quantized is not None and full is not None
+    assert quantized.model == full.model + INT8_SUFFIX
+    recording = Recording(quantized)
+    # Claims in the session's own Redis: the session's embed worker (float) drains the same
+    # graph and takes what this drain has not claimed, so each node has one author.
+    client = redis.Redis.from_url(settings.broker_url)
+    claim = claimer(client, f"int8-{tenant}")
+    try:
+        while drain(graph, recording, 8, claim=claim, in_context=False)[0]:
+            pass
+    finally:
+        client.close()
+    assert pending_for_episodes(graph, node_keys) == 0
+    with graph.session() as session:
+        stored = {
+            r["content"]: (r["model"], r["embedding"])
+            for r in session.run(
+                "MATCH (n:Episode) WHERE n.tenant = $tenant "
+                "RETURN n.content AS content, n.embedded_with AS model, n.embedding AS embedding",
+                tenant=tenant,
+            )
+        }
+    ours = [c for c in contents if any(c in text for text in recording.texts)]
+    assert ours, "the session's embed worker took every node: nothing was drained in int8"
+    for content in contents:
+        model, vector = stored[content]
+        assert model == (quantized.model if content in ours else full.model), content
+        if content not in ours:
+            continue
+        reference = full.embed([labelled("Devon (@devon)", content)])[0]
+        cosine = sum(a * b for a, b in zip(vector, reference, strict=True))
+        assert cosine > 0.95, (content, model, cosine)
