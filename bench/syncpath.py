@@ -17,9 +17,12 @@ tenant:
 
 Run: `.venv/bin/python -m bench.syncpath [--turns 4000] [--processes 1,2,4] [--concurrency 1]
 [--agents 3] [--phases pipeline,inline,ceiling] [--fold] [--stored N] [--warmup N]
-[--rate R] [--json PATH]`. Pipeline workers consume the ingest and sync queues (`--fold`: the
-fold queue too, as `memsync worker` does); `--stored N` bulk-loads N episodes of another tenant
-first; `--rate R` paces the emits at R turns a second (default: all at once, a burst).
+[--warmup-rounds R] [--rate R] [--json PATH]`. Pipeline workers consume the ingest and sync
+queues (`--fold`: the fold queue too, as `memsync worker` does); `--stored N` bulk-loads N
+episodes of another tenant first; `--rate R` paces the emits at R turns a second (default: all
+at once, a burst). The warm-up writes `--warmup` turns inline, a turn at a time, then in batches
+round after round until Neo4j's JIT compiler settles; every phase reports Neo4j's CPU by thread
+role (queries, JIT compiler, GC), since a JVM still compiling slows whatever runs beside it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any, Final
 
 import neo4j
 
+from bench import threadcpu
 from bench.bulkload import Tenant, load_corpus
 from bench.bulkload import load as load_episodes
 from bench.shared import shared_data_dir
@@ -68,6 +72,8 @@ SAMPLE_TAIL: Final = 50
 FULL_EVERY: Final = 10
 BATCH_ROWS: Final = 5000
 PHASES: Final = ("pipeline", "inline", "ceiling")
+# Warm-up rounds stop once Neo4j's JIT compiler threads take less than this share of its CPU.
+WARM_COMPILER_SHARE: Final = 0.2
 
 # The ceiling's statements: a measuring instrument, so it holds its own Cypher. Nodes are
 # MERGEd by key (the uniqueness constraints apply, as for the writer); edges are CREATEd.
@@ -259,6 +265,12 @@ def run_pipeline(
             producer.close(timeout=timeout)
             sampler.halt()
         waited = _wait_written(bench, tenant, load, sent_at, timeout, sampler.seen)
+        # CPU since each worker started (its start-up included), pool processes too.
+        worker_cpu = sum(
+            threadcpu.process_seconds(row["pid"])
+            for w in workers
+            for row in tree_peaks(w.process.pid)
+        )
         peaks = [row for w in workers for row in tree_peaks(w.process.pid)]
         producer_peak = own_peak_mb()
         service_peak = service_peaks(bench)
@@ -294,6 +306,7 @@ def run_pipeline(
             "cost_ms": {k: _ms(v) if k != "n" else v for k, v in spread(waited["cost_ns"]).items()},
         },
         "transactions_retried": retried,
+        "workers_cpu_s": round(worker_cpu, 2),
         "worker_peak_rss_mb": peaks,
         "peak_rss_mb": max((r["peak_rss_mb"] for r in peaks), default=math.nan),
         "workers_rss_sum_mb": sum(r["peak_rss_mb"] for r in peaks),
@@ -433,6 +446,37 @@ def run_inline(bench: Bench, load: list[RawEvent]) -> dict[str, Any]:
         "peak_rss_mb": peak,
         "service_peak_rss_mb": service_peaks(bench),
     }
+
+
+def run_batched(bench: Bench, load: list[RawEvent], batch: int) -> float:
+    """The inline path in batches of `batch` turns, one transaction each (the shape of the
+    pipeline's sync transactions); returns turns/s. Used to warm Neo4j up."""
+    extractor, lenses, graph = runtime.extractor(), runtime.lenses(), runtime.graph()
+    start = time.perf_counter()
+    for first in range(0, len(load), batch):
+        events = [validate_event(raw) for raw in load[first : first + batch]]
+        known, taken, policy = _stages_inputs(events)
+        outcome = ingest_turns(events, known, policy, taken)
+        write_sync_jobs(graph, outcome.jobs, memorize(outcome.jobs, extractor, lenses))
+    return len(load) / (time.perf_counter() - start)
+
+
+def warm_up(bench: Bench, load: list[RawEvent], batch: int, rounds: int, tenant: str) -> None:
+    """Write `load` inline a turn at a time, then in batches, round after round on fresh
+    tenants, until Neo4j's JIT compiler takes less than WARM_COMPILER_SHARE of its CPU."""
+    run_inline(bench, retenant(load, f"{tenant}-0"))
+    for index in range(1, rounds + 1):
+        before = threadcpu.by_thread(bench.neo4j.process.pid)
+        rate = run_batched(bench, retenant(load, f"{tenant}-{index}"), batch)
+        cpu = threadcpu.by_role(before, threadcpu.by_thread(bench.neo4j.process.pid))
+        share = cpu["compiler"] / cpu["total"] if cpu["total"] else 0.0
+        print(
+            f"   round {index}: {rate:.0f} turns/s in batches of {batch}; Neo4j CPU "
+            f"{cpu['total']:.1f} s, {share:.0%} of it compiling",
+            flush=True,
+        )
+        if share < WARM_COMPILER_SHARE:
+            return
 
 
 def ceiling_batches(
@@ -586,6 +630,12 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=int, default=4000, help="turns written inline first, untimed"
     )
+    parser.add_argument(
+        "--warmup-rounds",
+        type=int,
+        default=10,
+        help="batched warm-up rounds at most (they stop once Neo4j's JIT settles)",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per phase")
     parser.add_argument("--data", type=Path, default=None, help="data tree (../shared/data)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -635,14 +685,17 @@ def main() -> None:
             print(f"   stored in {time.perf_counter() - began:.0f} s", flush=True)
         if args.warmup > 0 and base:
             # A cold JVM and empty plan caches would handicap whichever phase runs first.
-            print(f"-- warm-up: {args.warmup} turns inline on their own tenant ...", flush=True)
-            run_inline(bench, retenant(base[: args.warmup], f"sync{run}-warmup"))
+            print(f"-- warm-up: {args.warmup} turns inline on their own tenants ...", flush=True)
+            warm_up(bench, base[: args.warmup], args.batch, args.warmup_rounds, f"sync{run}-warmup")
         for phase in phases:
             steps = args.processes if phase == "pipeline" else [0]
             for processes in steps:
                 label = f"p{processes}" if phase == "pipeline" else phase
                 load = retenant(base, f"sync{run}-{label}")
                 print(f"-- {phase}{f' P={processes}' if processes else ''} ...", flush=True)
+                neo4j_before = threadcpu.by_thread(bench.neo4j.process.pid)
+                redis_before = threadcpu.process_seconds(bench.redis.process.pid)
+                own_before = time.process_time()
                 if phase == "pipeline":
                     queues = (INGEST_QUEUE, SYNC_QUEUE, *((FOLD_QUEUE,) if args.fold else ()))
                     result = run_pipeline(
@@ -652,6 +705,13 @@ def main() -> None:
                     result = run_inline(bench, load)
                 else:
                     result = run_ceiling(bench, load)
+                result["neo4j_cpu_s"] = threadcpu.by_role(
+                    neo4j_before, threadcpu.by_thread(bench.neo4j.process.pid)
+                )
+                result["redis_cpu_s"] = round(
+                    threadcpu.process_seconds(bench.redis.process.pid) - redis_before, 2
+                )
+                result["bench_cpu_s"] = round(time.process_time() - own_before, 2)
                 counts[result["phase"]] = tenant_counts(bench.graph, load[0]["tenant"])
                 result["graph"] = counts[result["phase"]]
                 results.append(result)
@@ -664,7 +724,9 @@ def main() -> None:
     print(
         f"\nturns {args.turns} ({messages} messages, {args.agents} agents a channel, 10 channels, "
         f"seed {args.seed}); producer batch {args.batch}; worker concurrency {args.concurrency}; "
-        f"warm-up {args.warmup} turns inline; ledger polled every {POLL_SECONDS * 1000:.0f} ms "
+        f"warm-up {args.warmup} turns inline, a turn at a time then in batches until Neo4j's "
+        f"JIT compiler took under {WARM_COMPILER_SHARE:.0%} of its CPU; ledger polled every "
+        f"{POLL_SECONDS * 1000:.0f} ms "
         f"(a lag is late by at most that plus one poll); ceiling: UNWIND batches of {BATCH_ROWS} "
         "rows"
     )
@@ -683,6 +745,19 @@ def main() -> None:
                 f"poll cost p50 {r['poll']['cost_ms']['p50']:.1f} ms; "
                 f"transactions retried {r['transactions_retried']}"
             )
+    print(
+        "\nCPU seconds per phase: Neo4j (by thread: queries, JIT compiler, GC, other), Redis, "
+        "the worker processes (pool processes and start-up included) and this bench process "
+        "(the producer, or the inline writer):"
+    )
+    for r in results:
+        c = r["neo4j_cpu_s"]
+        workers = f"{r['workers_cpu_s']:6.1f}" if "workers_cpu_s" in r else "     -"
+        print(
+            f"{r['phase']:<15} neo4j {c['total']:6.1f} (queries {c['queries']:5.1f}, "
+            f"compiler {c['compiler']:5.1f}, gc {c['gc']:4.1f}, other {c['other']:4.1f})  "
+            f"redis {r['redis_cpu_s']:5.1f}  workers {workers}  bench {r['bench_cpu_s']:6.1f}"
+        )
     print()
     print(table(results))
     print(
@@ -709,6 +784,7 @@ def main() -> None:
                             "stored": args.stored,
                             "rate": args.rate,
                             "warmup": args.warmup,
+                            "warmup_rounds": args.warmup_rounds,
                             "fold": args.fold,
                             "cpus": os.cpu_count(),
                         },
