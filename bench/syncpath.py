@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,12 +52,14 @@ from bench.shared import shared_data_dir
 from bench.syncload import DEFAULT_SEED, RawEvent, jsonable, retenant, spread, workload
 from memsync.producer import Producer
 from memsync.settings import FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
+from pipeline.extract import Extractor
 from pipeline.graph.model import AGENT, CHANNEL, EPISODE, IN, OBSERVED, PARTICIPANT, SAID
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import SyncBatch, plan_batch, write_sync_jobs
 from pipeline.ingest import ingest_turns
+from pipeline.lens import Lens
 from pipeline.memorize import memorize
 from pipeline.resolve import labels_needed, names_needed
 from pipeline.validate import validate_event
@@ -419,6 +421,16 @@ def _stages_inputs(events: list[TurnEvent]) -> tuple[Any, Any, Any]:
     return known, taken, runtime.trust_policy(events)
 
 
+def write_inline(
+    raws: Sequence[RawEvent], extractor: Extractor, lenses: Mapping[str, Lens], graph: GraphStore
+) -> None:
+    """Validation, stages 1-4, memory and the writer for these turns, in one transaction."""
+    events = [validate_event(raw) for raw in raws]
+    known, taken, policy = _stages_inputs(events)
+    outcome = ingest_turns(events, known, policy, taken)
+    write_sync_jobs(graph, outcome.jobs, memorize(outcome.jobs, extractor, lenses))
+
+
 def run_inline(bench: Bench, load: list[RawEvent]) -> dict[str, Any]:
     """Every turn through validation, stages 1-4, memorize and the writer: one transaction each."""
     calls: list[int] = []
@@ -427,10 +439,7 @@ def run_inline(bench: Bench, load: list[RawEvent]) -> dict[str, Any]:
     start = time.perf_counter_ns()
     for raw in load:
         before = time.perf_counter_ns()
-        events = [validate_event(raw)]
-        known, taken, policy = _stages_inputs(events)
-        outcome = ingest_turns(events, known, policy, taken)
-        write_sync_jobs(graph, outcome.jobs, memorize(outcome.jobs, extractor, lenses))
+        write_inline([raw], extractor, lenses, graph)
         calls.append(time.perf_counter_ns() - before)
     elapsed = (time.perf_counter_ns() - start) / 1e9
     peak = own_peak_mb()
@@ -454,10 +463,7 @@ def run_batched(bench: Bench, load: list[RawEvent], batch: int) -> float:
     extractor, lenses, graph = runtime.extractor(), runtime.lenses(), runtime.graph()
     start = time.perf_counter()
     for first in range(0, len(load), batch):
-        events = [validate_event(raw) for raw in load[first : first + batch]]
-        known, taken, policy = _stages_inputs(events)
-        outcome = ingest_turns(events, known, policy, taken)
-        write_sync_jobs(graph, outcome.jobs, memorize(outcome.jobs, extractor, lenses))
+        write_inline(load[first : first + batch], extractor, lenses, graph)
     return len(load) / (time.perf_counter() - start)
 
 
