@@ -51,6 +51,17 @@ def test_clean_text_drops_invisibles_and_normalises(raw: str, shown: str) -> Non
     assert clean_text(raw) == shown
 
 
+def test_plain_ascii_takes_the_short_way_to_the_same_name() -> None:
+    # Every ASCII character, alone and between letters, and some spacing: the ASCII shortcut
+    # must give what the character walk gives (here forced by a non-ASCII letter at the end).
+    samples = [chr(c) for c in range(128)] + [f"a{chr(c)} b" for c in range(128)]
+    samples += ["  Devon   Ray ", "dev\ton", "x\x7fy", "ok", ""]
+    for raw in samples:
+        walked = clean_text(raw + "\u00e9")
+        assert walked is not None
+        assert clean_text(raw) == (walked[:-1].rstrip() or None), repr(raw)
+
+
 @pytest.mark.parametrize("raw", [None, "", "   ", "\u200b\u200b", "\u202e \ufeff"])
 def test_nothing_visible_is_no_name(raw: str | None) -> None:
     assert clean_text(raw) is None
