@@ -7,6 +7,7 @@ turn's participants.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from typing import Protocol
@@ -182,11 +183,17 @@ def _addressee(text: str, participants: list[Speaker], speaker: Speaker) -> Spea
     for p in participants:
         if p.key == speaker.key:
             continue
-        names = [re.escape(f"@{p.handle}"), rf"\b{re.escape(p.display_name)}\b"]
-        m = re.search("|".join(names), text, re.IGNORECASE)
+        m = _mention(p.handle, p.display_name).search(text)
         if m and (best is None or m.start() < best[0]):
             best = (m.start(), p)
     return best[1] if best else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _mention(handle: str, display_name: str) -> re.Pattern[str]:
+    """How a message names a participant: "@handle", or the display name as words. Compiled
+    once per name (building it per message and participant was a sixth of the extractor's time)."""
+    return re.compile(rf"{re.escape(f'@{handle}')}|\b{re.escape(display_name)}\b", re.IGNORECASE)
 
 
 def _text(

@@ -39,28 +39,57 @@ from pipeline.english.patterns import (
     V,
 )
 
+# Most preference and fact patterns open with "I" or "we" as a word ("I'd prefer", "we use"): a
+# sentence with neither, most of a conversation, skips them after this one search.
+FIRST_PERSON = re.compile(r"\b(?:i|we)\b", I)
+
+
+def _opens_in_first_person(pattern: re.Pattern[str]) -> bool:
+    """True when every match starts with "I" or "we" followed by an apostrophe or a space, so a
+    sentence FIRST_PERSON does not match cannot match the pattern."""
+    return pattern.pattern.startswith((r"\bi ", r"\bi(?:'", r"\b(?:i|we)"))
+
+
+# The helpers' own patterns, compiled once: re's per-call cache look-up was about a twentieth of
+# the extractor's time.
+_NOT = re.compile(r"\b(ca|wo|do|does|did|is|are|was|were|could|should|would|have|has) n't\b")
+_CLITIC = re.compile(r"(\w) '(m|s|re|ve|ll|d)\b")
+_GONNA = re.compile(r"\b(gon|wan) na\b")
+_SPACED_MARK = re.compile(r"\s+([,.!?;:])(?=\s|$)")
+_SPACES = re.compile(r"\s+")
+_BREAK = re.compile(r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+")
+_TAG = re.compile(r",\s*(?:right|yeah|no|isn't it|don't you|correct)\W*$", I)
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", I)
+_NOT_SNAKE = re.compile(r"[^a-z0-9]+")
+_CONDITION = re.compile(r"\b(?:if|unless|whether)\b", I)
+_VALUE = re.compile(V, I)
+_TO = re.compile(r"^to\b\s*", I)
+_NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
+_MARKED = re.compile(r"[\d_@A-Z-]")
+
+PREF_ANYONE = [entry for entry in PREF if not _opens_in_first_person(entry[0])]
+FACT_ANYONE = [entry for entry in FACT if not _opens_in_first_person(entry[0])]
+
 
 def normalise(text: str) -> str:
     """Undo tokenised spacing ("ca n't", "I 'm", " ,") and curly quotes seen in real chat logs."""
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("###STOP###", " ")
-    text = re.sub(
-        r"\b(ca|wo|do|does|did|is|are|was|were|could|should|would|have|has) n't\b", r"\1n't", text
-    )
-    text = re.sub(r"(\w) '(m|s|re|ve|ll|d)\b", r"\1'\2", text)
-    text = re.sub(r"\b(gon|wan) na\b", r"\1na", text)
-    text = re.sub(r"\s+([,.!?;:])(?=\s|$)", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip()
+    text = _NOT.sub(r"\1n't", text)
+    text = _CLITIC.sub(r"\1'\2", text)
+    text = _GONNA.sub(r"\1na", text)
+    text = _SPACED_MARK.sub(r"\1", text)
+    return _SPACES.sub(" ", text).strip()
 
 
 def sentences(text: str) -> list[str]:
     """Split a message into sentences, keeping each one's closing punctuation."""
-    parts = re.split(r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+", normalise(text))
+    parts = _BREAK.split(normalise(text))
     return [p.strip() for p in parts if p.strip()]
 
 
 def is_question(sentence: str) -> bool:
     body = ADDRESS.sub("", FILLER.sub("", sentence))
-    tag = re.search(r",\s*(?:right|yeah|no|isn't it|don't you|correct)\W*$", sentence, I)
+    tag = _TAG.search(sentence)
     return sentence.rstrip().endswith("?") or bool(tag) or bool(QUESTION_START.match(body))
 
 
@@ -71,14 +100,14 @@ def clean_value(value: str) -> str:
     while previous != value:
         previous = value
         value = TRAIL.sub("", value).strip(" .,:;!'\"-")
-    value = re.sub(r"^(?:the|a|an)\s+", "", value, flags=I)
+    value = _ARTICLE.sub("", value)
     if value.lower() in PRONOUN or len(value.split()) > 14:
         return ""
     return value
 
 
 def snake(words: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", words.lower()).strip("_")
+    return _NOT_SNAKE.sub("_", words.lower()).strip("_")
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -95,7 +124,11 @@ def candidates(text: str) -> list[Candidate]:
     return found
 
 
-def _sentence(s: str, hedged: bool) -> list[Candidate]:
+def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Candidate]:
+    """The candidates of one sentence; `first_person` None: whether it says "I" or "we" is
+    looked up (True or False forces it, for tests)."""
+    if first_person is None:
+        first_person = FIRST_PERSON.search(s) is not None
     out: list[Candidate] = []
     if m := CANCEL.match(s):
         rest = NEED.search(s[m.end() :])
@@ -117,14 +150,14 @@ def _sentence(s: str, hedged: bool) -> list[Candidate]:
             break
     if not out and (c := _commitment(s, hedged)):
         out.append(c)
-    out.extend(_preferences(s, hedged))
-    out.extend(_facts(s, hedged))
+    out.extend(_preferences(s, hedged, PREF if first_person else PREF_ANYONE))
+    out.extend(_facts(s, hedged, FACT if first_person else FACT_ANYONE))
     return out
 
 
 def _commitment(s: str, hedged: bool) -> Candidate | None:
     m = COMMIT.search(s)
-    if m is None or re.search(r"\b(?:if|unless|whether)\b", s, I):
+    if m is None or _CONDITION.search(s):
         return None
     rest = m["rest"].strip()
     if NOT_COMMIT.match(rest):
@@ -133,22 +166,24 @@ def _commitment(s: str, hedged: bool) -> Candidate | None:
     due_phrase = due["d"] if due else None
     if due:
         rest = (rest[: due.start()] + " " + rest[due.end() :]).strip()
-    vm = re.match(V, rest + ".", I)
+    vm = _VALUE.match(rest + ".")
     value = clean_value(vm["v"]) if vm else ""
     if not value or (len(value.split()) < 2 and value.lower() in {"do", "try", "see", "check"}):
         return None
     return Candidate("commitment", "commitment", value, "speaker", False, hedged, due_phrase)
 
 
-def _preferences(s: str, hedged: bool) -> list[Candidate]:
+def _preferences(
+    s: str, hedged: bool, patterns: list[tuple[re.Pattern[str], str, bool]]
+) -> list[Candidate]:
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
-    for pattern, predicate, negated in PREF:
+    for pattern, predicate, negated in patterns:
         for m in pattern.finditer(s):
             if any(a <= m.start("v") < b for a, b in taken):
                 continue
             value = clean_value(m["v"])
-            value = clean_value(re.sub(r"^to\b\s*", "", value, flags=I))
+            value = clean_value(_TO.sub("", value))
             if value:
                 out.append(Candidate("preference", predicate, value, "speaker", negated, hedged))
                 taken.append((m.start(), m.end()))
@@ -171,22 +206,22 @@ def _about_others(s: str, hedged: bool) -> list[Candidate]:
     return out
 
 
-def _facts(s: str, hedged: bool) -> list[Candidate]:
+def _facts(s: str, hedged: bool, patterns: list[tuple[re.Pattern[str], str]]) -> list[Candidate]:
     out: list[Candidate] = []
     for pattern in NAME_PATTERNS:
         m = pattern.search(s)
         if m and m["v"].split()[0] not in NOT_NAMES:
             out.append(Candidate("fact", "name", m["v"], "speaker", hedged=hedged))
             break
-    for pattern, predicate in FACT:
+    for pattern, predicate in patterns:
         if (m := pattern.search(s)) and (value := clean_value(m["v"])):
-            if predicate in {"uses", "runs"} and re.match(r"^(?:to|the same|it|a lot)\b", value):
+            if predicate in {"uses", "runs"} and _NOT_A_THING.match(value):
                 continue
             out.append(Candidate("fact", predicate, value, "speaker", hedged=hedged))
     for m in MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
             continue
-        if KNOWN_ATTRS.search(attr) or re.search(r"[\d_@A-Z-]", value):
+        if KNOWN_ATTRS.search(attr) or _MARKED.search(value):
             out.append(Candidate("fact", snake(attr), value, "speaker", hedged=hedged))
     return out
