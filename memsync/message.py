@@ -156,7 +156,7 @@ def _turns_repr(turns: Sequence[EncodedTurn]) -> str:
 
 def payload_repr(payload: object) -> str:
     """argsrepr for any memsync task payload (a list of turns or of agents' jobs): how many, and
-    their event ids (with the agent, for jobs), never what was said."""
+    their event ids (with the agents, for jobs), never what was said."""
     items = payload if isinstance(payload, list) else [payload]
     shown: list[str] = []
     length = 0
@@ -164,13 +164,22 @@ def payload_repr(payload: object) -> str:
         if length > REPR_MAXSIZE:
             break
         event_id = item.get("event_id") if isinstance(item, dict) else None
-        agent = item.get("agent") if isinstance(item, dict) else None
-        key = agent.get("key") if isinstance(agent, dict) else None
+        agents = _agent_keys(item)
         label = repr(event_id) if isinstance(event_id, str) else "?"
-        shown.append(f"{label}@{key}" if isinstance(key, str) else label)
+        shown.append(f"{label}@{'+'.join(agents)}" if agents else label)
         length += len(shown[-1]) + 2
     noun = "item" if len(items) == 1 else "items"
     return _bounded(f"<{len(items)} {noun}: {', '.join(shown)}>")
+
+
+def _agent_keys(item: object) -> list[str]:
+    """The agents' keys of a job item (one agent) or a turn's jobs item (several)."""
+    if not isinstance(item, dict):
+        return []
+    agents = item.get("agents")
+    found = agents if isinstance(agents, list) else [item.get("agent")]
+    keys = [agent.get("key") for agent in found if isinstance(agent, dict)]
+    return [key for key in keys if isinstance(key, str)]
 
 
 def _bounded(text: str) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.event import Channel, ChannelKind, Message, ParticipantKind, Role, TurnEvent
 from schemas.keys import compose_key
@@ -152,3 +153,73 @@ class SyncJob(_Record):
     @property
     def idempotency_key(self) -> str:
         return compose_key(self.tenant, self.event_id, self.agent.id, "sync")
+
+
+class TurnJobs(_Record):
+    """Every agent's sync job of one turn, the turn's shared part written once: the sync task's
+    payload item. At three agents a job list carried, encoded, decoded and validated each turn's
+    participants and messages three times."""
+
+    tenant: str
+    event_id: str
+    channel: ChannelRef
+    participants: list[Speaker]
+    messages: list[AttributedMessage]
+    agents: list[Speaker] = Field(min_length=1)
+
+    def jobs(self) -> list[SyncJob]:
+        # The parts are validated already; the jobs share them rather than validate copies.
+        return [
+            SyncJob.model_construct(
+                tenant=self.tenant,
+                event_id=self.event_id,
+                agent=agent,
+                channel=self.channel,
+                participants=self.participants,
+                messages=self.messages,
+            )
+            for agent in self.agents
+        ]
+
+
+def group_jobs(jobs: Sequence[SyncJob]) -> list[TurnJobs]:
+    """Jobs folded into one TurnJobs per run of jobs of the same turn (fan-out keeps a turn's
+    jobs together); jobs that differ in anything but their agent stay apart."""
+    runs: list[list[SyncJob]] = []
+    for job in jobs:
+        first = runs[-1][0] if runs else None
+        if first is not None and _same_turn(first, job):
+            runs[-1].append(job)
+        else:
+            runs.append([job])
+    return [
+        TurnJobs(
+            tenant=run[0].tenant,
+            event_id=run[0].event_id,
+            channel=run[0].channel,
+            participants=run[0].participants,
+            messages=run[0].messages,
+            agents=[job.agent for job in run],
+        )
+        for run in runs
+    ]
+
+
+def _same_turn(a: SyncJob, b: SyncJob) -> bool:
+    return (
+        (a.tenant, a.event_id) == (b.tenant, b.event_id)
+        and a.channel == b.channel
+        and a.participants == b.participants
+        and a.messages == b.messages
+    )
+
+
+def job_items(raw: Any) -> list[Any]:
+    """A sync payload item as the one-agent job items it stands for: a TurnJobs item split by
+    agent (so a refused one is dead-lettered, counted and replayed per agent, as jobs always
+    were); anything else as it is."""
+    agents = raw.get("agents") if isinstance(raw, dict) else None
+    if not isinstance(agents, list) or not agents:
+        return [raw]
+    shared = {key: value for key, value in raw.items() if key != "agents"}
+    return [{**shared, "agent": agent} for agent in agents]

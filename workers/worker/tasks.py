@@ -21,7 +21,7 @@ from pipeline.memorize import memorize
 from pipeline.resolve import labels_needed, names_needed
 from pipeline.validate import partition_events
 from schemas.event import TurnEvent
-from schemas.records import SyncJob
+from schemas.records import SyncJob, TurnJobs, group_jobs, job_items
 from workers.state.deadletter import DeadLetter
 from workers.worker import metrics, runtime
 from workers.worker.app import app
@@ -122,7 +122,7 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         if isinstance(emitted_at, str):
             headers[EMITTED_AT_HEADER] = emitted_at
         with _stage("fan_out"):
-            payload = [job.model_dump(mode="json") for job in outcome.jobs]
+            payload = [turn.model_dump(mode="json") for turn in group_jobs(outcome.jobs)]
             sync.apply_async(  # type: ignore[call-arg]  # Celery documents argsrepr; stubs lag
                 args=(payload,),
                 queue=SYNC_QUEUE,
@@ -156,24 +156,30 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     """
     if not isinstance(jobs, list):
         raise PoisonPayload(f"sync expects a list of jobs, got {type(jobs).__name__}")
+    # (raw item, job): the raw item is None for a job of a TurnJobs item, dumped only if needed.
     parsed: list[tuple[Any, SyncJob]] = []
     for raw in jobs:
         try:
-            parsed.append((raw, SyncJob.model_validate(raw)))
+            if isinstance(raw, dict) and "agents" in raw:
+                parsed.extend((None, job) for job in TurnJobs.model_validate(raw).jobs())
+            else:
+                parsed.append((raw, SyncJob.model_validate(raw)))
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             field = ".".join(str(part) for part in first["loc"])
-            self.dead_letter([raw], PoisonPayload(f"invalid sync job: {field}: {first['msg']}"))
+            refused = PoisonPayload(f"invalid sync job: {field}: {first['msg']}")
+            for item in job_items(raw):
+                self.dead_letter([item], refused)
     counts: Counter[str] = Counter()
     refusals: list[tuple[str, str, str, str]] = []
 
     def write(group: list[tuple[Any, SyncJob]]) -> None:
-        group_jobs = [job for _, job in group]
+        batch_jobs = [job for _, job in group]
         with _stage("extract"):
-            memories = memorize(group_jobs, runtime.extractor(), runtime.lenses())
+            memories = memorize(batch_jobs, runtime.extractor(), runtime.lenses())
         with _stage("write"):
-            batch = write_sync_jobs(runtime.graph(), group_jobs, memories)
-        tenants = {job.event_id: job.tenant for job in group_jobs}
+            batch = write_sync_jobs(runtime.graph(), batch_jobs, memories)
+        tenants = {job.event_id: job.tenant for job in batch_jobs}
         refusals.extend(
             (tenants[event_id], event_id, f"{agent_key} {episode_key}", "message_id_reuse")
             for event_id, agent_key, episode_key in batch.conflicts
@@ -183,14 +189,14 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
             for event_id, agent_key in batch.owner_conflicts
         )
         counts["sync.observed"] += len(batch.observed)
-        counts["sync.jobs_written"] += len(group_jobs)
+        counts["sync.jobs_written"] += len(batch_jobs)
         for _, item in memories:
             counts[f"memory.{item.kind}"] += 1
             metrics.MEMORIES.labels(item.kind).inc()
 
     outcome = bisect(parsed, write)
-    for (raw, _), error in outcome.failed:
-        self.dead_letter([raw], error)
+    for (raw, job), error in outcome.failed:
+        self.dead_letter([raw if raw is not None else job.model_dump(mode="json")], error)
     written = [pair for group in outcome.written for pair in group]
     ledger = runtime.ledger()
     # Audited before the turns are marked written, so whoever waits on them sees the refusals.
@@ -204,7 +210,7 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     if outcome.failed:
         counts["sync.isolated_failures"] += len(outcome.failed)
     briefly(ledger.count, dict(counts))
-    briefly(runtime.deadletters().resolve, "sync", [raw for raw, _ in written])
+    briefly(runtime.deadletters().resolve, "sync", [_identity(raw, job) for raw, job in written])
     if written:
         # New episodes and memories wait for vectors (workers/worker/embedding.py).
         kick_quietly(self.app)
@@ -215,6 +221,13 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         )
     failed = len(outcome.failed)
     return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
+
+
+def _identity(raw: Any, job: SyncJob) -> Any:
+    """What the dead-letter store keys a job by: its raw item, or as much of it as names it."""
+    if raw is not None:
+        return raw
+    return {"tenant": job.tenant, "event_id": job.event_id, "agent": {"id": job.agent.id}}
 
 
 @contextmanager
