@@ -10,6 +10,7 @@ import redis
 
 from bench.syncload import workload
 from memsync.settings import SYNC_QUEUE, Settings
+from pipeline.errors import PoisonPayload
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.store import GraphStore
 from pipeline.ingest import ingest_turns
@@ -20,7 +21,7 @@ from tests.datasets import TESTS_DATA_DIR
 from tests.integration.report import send_task
 from tests.integration.test_operations import wait_for
 from workers.local import services
-from workers.state.deadletter import DeadLetterStore
+from workers.state.deadletter import DeadLetterStore, letters_for
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +35,21 @@ def test_both_forms_are_written_and_a_bad_turn_item_is_dead_lettered_per_agent(
     one_per_agent = [job.model_dump(mode="json") for job in turns[0].jobs()]
     bad = turns[2].model_dump(mode="json")
     bad["messages"][0]["role"] = "robot"
+    store = DeadLetterStore(redis.Redis.from_url(settings.broker_url))
+    # What a sync worker of an older release files when it refuses a turn item: the whole item.
+    store.put(
+        letters_for(
+            task="memsync.sync",
+            queue=SYNC_QUEUE,
+            stage="sync",
+            payload=[turns[1].model_dump(mode="json")],
+            error=PoisonPayload("invalid sync job: agent: Field required"),
+            permanent=True,
+            attempts=1,
+            worker="older",
+        )
+    )
+    assert [x.event_id for x in store.entries() if x.tenant == tenant] == [turns[1].event_id]
     send_task(
         settings.broker_url,
         "memsync.sync",
@@ -41,12 +57,17 @@ def test_both_forms_are_written_and_a_bad_turn_item_is_dead_lettered_per_agent(
         queue=SYNC_QUEUE,
     )
 
-    store = DeadLetterStore(redis.Redis.from_url(settings.broker_url))
     expected = 3 * (len(turns[0].messages) + len(turns[1].messages))
     wait_for(lambda: tenant_counts(graph, tenant)["observed"] == expected, timeout=90)
-    wait_for(lambda: len([x for x in store.entries() if x.tenant == tenant]) == 3, timeout=30)
+    # The bad item's three agents are filed, and the older worker's letter goes once its item
+    # is written (as its replay would do): the sets differ until both have happened.
+    wanted = sorted(a.id for a in turns[2].agents)
+
+    def filed() -> list[str]:
+        return sorted(x.agent_id or "-" for x in store.entries() if x.tenant == tenant)
+
+    wait_for(lambda: filed() == wanted, timeout=30)
     letters = [x for x in store.entries() if x.tenant == tenant]
-    assert sorted(x.agent_id or "" for x in letters) == sorted(a.id for a in turns[2].agents)
     assert {(x.event_id, x.stage, x.error_type) for x in letters} == {
         (turns[2].event_id, "sync", "PoisonPayload")
     }

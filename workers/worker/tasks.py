@@ -158,10 +158,12 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         raise PoisonPayload(f"sync expects a list of jobs, got {type(jobs).__name__}")
     # (raw item, job): the raw item is None for a job of a TurnJobs item, dumped only if needed.
     parsed: list[tuple[Any, SyncJob]] = []
+    turn_items: list[Any] = []
     for raw in jobs:
         try:
             if isinstance(raw, dict) and "agents" in raw:
                 parsed.extend((None, job) for job in TurnJobs.model_validate(raw).jobs())
+                turn_items.append(raw)
             else:
                 parsed.append((raw, SyncJob.model_validate(raw)))
         except ValidationError as exc:
@@ -210,7 +212,10 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
     if outcome.failed:
         counts["sync.isolated_failures"] += len(outcome.failed)
     briefly(ledger.count, dict(counts))
-    briefly(runtime.deadletters().resolve, "sync", [_identity(raw, job) for raw, job in written])
+    # A turn item is resolved as a whole too: an older worker that refused it filed it so.
+    # Its jobs that failed here were just filed one agent at a time.
+    resolved = [_identity(raw, job) for raw, job in written] + turn_items
+    briefly(runtime.deadletters().resolve, "sync", resolved)
     if written:
         # New episodes and memories wait for vectors (workers/worker/embedding.py).
         kick_quietly(self.app)
