@@ -59,6 +59,16 @@ class SyncTask(MemsyncTask):
     stage = "sync"
     default_queue = SYNC_QUEUE
 
+    def dead_letter(
+        self, payload: Any, error: BaseException, *, split: bool = True
+    ) -> list[DeadLetter]:
+        """As for any task, with a turn item filed one agent at a time (job_items): each letter
+        is one job, marked dead in the ledger and replayed on its own, whatever failed (a
+        refused item, a failed write, retries spent on a whole task)."""
+        if split and isinstance(payload, list):
+            payload = [item for raw in payload for item in job_items(raw)]
+        return super().dead_letter(payload, error, split=split)
+
     def on_dead_letters(self, letters: list[DeadLetter]) -> None:
         for letter in letters:
             if letter.event_id is not None and letter.agent_id is not None:
@@ -169,9 +179,7 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             field = ".".join(str(part) for part in first["loc"])
-            refused = PoisonPayload(f"invalid sync job: {field}: {first['msg']}")
-            for item in job_items(raw):
-                self.dead_letter([item], refused)
+            self.dead_letter([raw], PoisonPayload(f"invalid sync job: {field}: {first['msg']}"))
     counts: Counter[str] = Counter()
     refusals: list[tuple[str, str, str, str]] = []
 
