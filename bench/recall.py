@@ -9,7 +9,10 @@ distractors, and questions that share few words with the answer. The customer-me
 (bench/data/customer_memory.jsonl, written blind, the same shape): customer-service
 conversations of 8-14 messages, each stating several details of the same kinds, and the
 question an assistant would later ask its memory about that customer (the issue's top-1
-target is for such questions).
+target is for such questions). The long-conversation set (bench/data/long_conversations.jsonl,
+written blind; bench/longconv.py): six conversations of two people over twelve sittings each,
+about 220 messages, with questions whose evidence is every message stating the answer; its
+conversations alternate between the dev and test halves (`--split`).
 
 Memory is written in-process through the real stages and the graph writer (no Celery: this
 measures the read side) into a private Neo4j, then embedded. Retrievers, side by side: the
@@ -22,7 +25,7 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--json [PATH]]`
+[--one-channel] [--sets friends,paraphrases,customer,long] [--json [PATH]]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from bench import longconv
 from bench.bm25 import BM25, Document, windows
 from bench.recall_metric import CUTOFFS, Scores, messages_needed, score
 from bench.shared import shared_data_dir
@@ -67,6 +71,7 @@ CUSTOMER_MEMORY = Path(__file__).resolve().parent / "data" / "customer_memory.js
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
+LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
 PARA_AGENT_SPEAKERS = frozenset({"Support Bot", "Travel Agent"})
@@ -74,6 +79,7 @@ GRAPH_MODES = ("keyword", "vector", "hybrid")
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 SPLITS = ("dev", "test", "all")
+SETS = ("friends", "paraphrases", "customer", "long")
 
 Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
 
@@ -85,6 +91,7 @@ class Case:
     agent: str
     question: str
     gold: frozenset[str]
+    kind: str = ""  # the question's type where the set gives one (single, when, multi, ...)
 
 
 @dataclass
@@ -220,6 +227,24 @@ def paraphrase_corpus(
         gold = frozenset(f"{case['id']}-m{i}" for i in case["answer"])
         cases.append(Case(PARA_AGENT, case["question"], gold))
     return Corpus(title, tenant, events, cases, [f"{len(cases)} cases"])
+
+
+def long_corpus(split: str = "all") -> Corpus:
+    """The blind long-conversation set: each conversation its own channel of two people, one
+    agent remembering them all; conversations alternate between the dev and test halves in
+    file order."""
+    events: list[RawEvent] = []
+    cases: list[Case] = []
+    lines = longconv.read_lines()
+    for position, line in enumerate(lines):
+        events.extend(longconv.conversation_events(LONG_TENANT, line))
+        if split != "all" and ("dev", "test")[position % 2] != split:
+            continue
+        cases.extend(
+            Case(longconv.LONG_AGENT, q.question, q.gold, q.kind) for q in longconv.questions(line)
+        )
+    name = "long conversations (blind)" + ("" if split == "all" else f", {split} half")
+    return Corpus(name, LONG_TENANT, events, cases, [f"{len(lines)} conversations"])
 
 
 def sync_jobs(corpus: Corpus) -> list[SyncJob]:
@@ -380,6 +405,7 @@ class Result:
     the error that stopped it (the other retrievers still report)."""
 
     needed: dict[str, list[int | None]] = field(default_factory=dict)
+    in_order: list[int | None] = field(default_factory=list)  # the same, in the cases' order
     top1: dict[str, list[bool]] = field(default_factory=dict)
     # Messages the top item carries: a "top-1 item" hit on a five-message window is lenient.
     top1_sizes: list[int] = field(default_factory=list)
@@ -396,7 +422,9 @@ def evaluate(cases: Sequence[Case], rank: Ranker) -> Result:
         except Exception as exc:  # a bench reports a broken retriever and goes on
             result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             break
-        result.needed.setdefault(case.agent, []).append(messages_needed(ranking, case.gold))
+        needed = messages_needed(ranking, case.gold)
+        result.needed.setdefault(case.agent, []).append(needed)
+        result.in_order.append(needed)
         first = bool(ranking) and any(m in case.gold for m in ranking[0])
         result.top1.setdefault(case.agent, []).append(first)
         result.top1_sizes.append(len(ranking[0]) if ranking else 0)
@@ -440,6 +468,19 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
             "ms_per_question": round(per_query, 2),
             "per_agent": {a: score(result.needed.get(a, [])).as_json() for a in agents},
         }
+    kinds = sorted({c.kind for c in corpus.cases if c.kind})
+    if kinds:
+        print(f"recall@{BUDGET} per question type: " + "  ".join(f"{k:>10}" for k in kinds))
+        for name, result in results.items():
+            if result.error is not None:
+                continue
+            by_kind = {
+                k: [n for n, c in zip(result.in_order, corpus.cases, strict=True) if c.kind == k]
+                for k in kinds
+            }
+            row = [score(by_kind[k]).recall[BUDGET] for k in kinds]
+            print(f"  {name:<12}                 " + "  ".join(f"{v:>10.3f}" for v in row))
+            figures[name]["per_kind"] = {k: score(by_kind[k]).as_json() for k in kinds}
     if len(agents) > 1:
         print(f"recall@{BUDGET} per agent: " + "  ".join(f"{a:>6}" for a in agents))
         for name, result in results.items():
@@ -457,6 +498,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=SPLITS,
         default="all",
         help="which half of the FriendsQA questions to ask (scenes split by a hash of the title)",
+    )
+    parser.add_argument(
+        "--sets", default=",".join(SETS), help=f"which sets to load, of {','.join(SETS)}"
     )
     parser.add_argument("--limit-scenes", type=int, help="only the first N FriendsQA scenes")
     parser.add_argument("--agents", type=int, default=3, help="agents the scenes spread over")
@@ -482,14 +526,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     root, note = data_root(args.data)
     if note:
         print(f"note: {note}", file=sys.stderr)
-    corpora = [
-        friends_corpus(
+    wanted = set(args.sets.split(","))
+    if unknown := wanted - set(SETS):
+        parser.error(f"--sets: unknown {', '.join(sorted(unknown))} (known: {', '.join(SETS)})")
+    builders: dict[str, Callable[[], Corpus]] = {
+        "friends": lambda: friends_corpus(
             root, args.agents, args.limit_scenes, args.split, one_channel=args.one_channel
         ),
-        paraphrase_corpus(),
-        paraphrase_corpus(CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT),
-    ]
-    if note:
+        "paraphrases": paraphrase_corpus,
+        "customer": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT
+        ),
+        "long": lambda: long_corpus(args.split),
+    }
+    corpora = [builders[name]() for name in SETS if name in wanted]
+    if note and "friends" in wanted:
         corpora[0].notes.append("vendored slice")
     loaded = [(corpus, sync_jobs(corpus)) for corpus in corpora]
     figures: dict[str, Any] = {"data": str(root), "corpora": {}}

@@ -1,5 +1,6 @@
 """The blind recall sets load as bench/recall.py asks them: every case its own channel, its
-gold messages among the messages written, an agent speaking as `ai`."""
+gold messages among the messages written, an agent speaking as `ai`; the long conversations as
+one channel each, a turn event a sitting."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bench.recall import (
     CUSTOMER_TENANT,
     PARA_TENANT,
     PARAPHRASES,
+    long_corpus,
     paraphrase_corpus,
 )
 
@@ -33,3 +35,32 @@ def test_a_blind_set_loads_with_its_gold_among_its_messages(
     for event in corpus.events:
         assert event["tenant"] == tenant
         assert any(m["role"] == "ai" for m in event["messages"]) or tenant == PARA_TENANT
+
+
+def test_the_long_set_loads_as_sittings_of_one_channel_per_conversation() -> None:
+    corpus = long_corpus()
+    channels = {event["channel"]["id"] for event in corpus.events}
+    assert len(channels) == 6
+    assert len(corpus.events) == 6 * 12  # a turn event a sitting
+    written = [m["id"] for event in corpus.events for m in event["messages"]]
+    assert len(written) == len(set(written)) > 1200
+    for case in corpus.cases:
+        assert case.gold and case.gold <= set(written)
+        assert case.kind in {"single", "when", "multi", "paraphrase"}
+    for event in corpus.events:
+        people = [p for p in event["participants"] if p["kind"] == "human"]
+        assert len(people) == 2
+        assert all(m["sender_id"] in {p["id"] for p in people} for m in event["messages"])
+    # Sittings of one conversation follow each other, days apart.
+    first = [e for e in corpus.events if e["channel"]["id"] == "LA1"]
+    starts = [e["messages"][0]["created_at"] for e in first]
+    assert starts == sorted(starts)
+
+
+def test_the_long_sets_halves_split_by_conversation() -> None:
+    dev, test = long_corpus("dev"), long_corpus("test")
+    assert len(dev.events) == len(test.events) == 72  # memory holds every conversation
+    assert len(dev.cases) == len(test.cases) == 75
+    assert not {c.gold for c in dev.cases} & {c.gold for c in test.cases}
+    asked = {next(iter(c.gold)).split("-")[0] for c in dev.cases}
+    assert asked == {"LA1", "LB1", "LC1"}
