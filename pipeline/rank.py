@@ -35,8 +35,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
+
+from pipeline.segment import SITTING_GAP
 
 # A neighbour's relevance counts this much towards a message one step away (squared for two
 # steps): less than the message's own, so a match still outranks the context around it.
@@ -110,18 +112,25 @@ class Passage:
         return (self.channel, self.at, self.key)
 
 
-def runs(passages: Mapping[str, Passage], around: Iterable[Sequence[str]]) -> list[list[str]]:
-    """Stretches of consecutive messages, each in time order.
+def runs(
+    passages: Mapping[str, Passage],
+    around: Iterable[Sequence[str]],
+    gap: timedelta = SITTING_GAP,
+) -> list[list[str]]:
+    """Stretches of consecutive messages of one sitting, each in time order.
 
     `around` gives sequences known to be consecutive (a hit with its neighbours, in time order,
-    with no message the agent observed between them); sequences sharing a message join. Keys
-    of `passages` in no sequence stand alone.
+    with no message the agent observed between them); sequences sharing a message join. A
+    pause longer than `gap` between two of them ends a stretch: the last message of one chat
+    and the first of the next, days later, are not each other's context. Keys of `passages` in
+    no sequence stand alone.
     """
     after: dict[str, str] = {}
     for sequence in around:
         keys = [k for k in sequence if k in passages]
         for left, right in itertools.pairwise(keys):
-            after[left] = right
+            if passages[right].at - passages[left].at <= gap:
+                after[left] = right
     before = {right: left for left, right in after.items()}
     found: list[list[str]] = []
     for key in sorted(passages, key=lambda k: passages[k].order):

@@ -1,5 +1,5 @@
-"""Segments: an agent's messages of one channel cut, in time order, into stretches of
-SEGMENT_SIZE messages, each searched by keyword as one document.
+"""Segments: an agent's messages of one channel cut, in time order, into stretches of at most
+SEGMENT_SIZE messages of one sitting, each searched by keyword as one document.
 
 Why: a question usually names several things said across a stretch of conversation (who was
 there, what happened), while the message that answers it names few of them. Scoring each
@@ -9,14 +9,15 @@ Measured offline on the FriendsQA dev half, plain BM25 over single messages: rec
 alone, 0.586 with stretches of 16 (docs/benchmarks.md).
 
 Pure: `segment` plans what to append, the graph side (pipeline/graph/segments.py) reads and
-writes. The last segment of a pair stays open until it holds SEGMENT_SIZE messages, so new
-messages append to it; later ones open the next.
+writes. The last segment of a pair stays open until it holds SEGMENT_SIZE messages or the
+conversation pauses for longer than SITTING_GAP, so new messages append to it; later ones open
+the next. A long conversation's sittings (chats days apart) so never share a segment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict
@@ -25,6 +26,11 @@ from pipeline.summarize import EpisodeText
 from schemas.keys import compose_key
 
 SEGMENT_SIZE: Final = 16
+# A pause longer than this ends a sitting: the next message opens a new segment, and recall
+# does not treat messages either side of it as neighbours (pipeline/rank.py). Thirty minutes of
+# silence is the usual cut between two visits in session analytics; a busy channel's messages
+# never pause that long mid-conversation, and two chats days apart are about different things.
+SITTING_GAP: Final = timedelta(minutes=30)
 
 
 class OpenSegment(BaseModel):
@@ -34,6 +40,8 @@ class OpenSegment(BaseModel):
 
     seq: int
     count: int
+    # When its last message was said (None: not known, so no pause can be measured from it).
+    last_at: datetime | None = None
 
 
 class SegmentAppend(BaseModel):
@@ -64,28 +72,33 @@ def segment(
     channel_key: str,
     last: OpenSegment | None,
     episodes: Sequence[EpisodeText],
+    *,
     size: int = SEGMENT_SIZE,
+    gap: timedelta = SITTING_GAP,
 ) -> list[SegmentAppend]:
     """Where each new episode (in time order, none segmented yet) goes: the open segment while
-    it has room, then new segments of `size`."""
+    it has room and the conversation has not paused for longer than `gap`, else a new one."""
     if size < 1:
         raise ValueError(f"segment size must be at least 1 (got {size})")
-    seq, room = (1, size) if last is None else (last.seq, size - last.count)
-    if room <= 0:
-        seq, room = seq + 1, size
-    appends: list[SegmentAppend] = []
-    rest = list(episodes)
-    while rest:
-        part, rest = rest[:room], rest[room:]
-        appends.append(
-            SegmentAppend(
-                key=segment_key(agent_key, channel_key, seq),
-                seq=seq,
-                episode_keys=[e.key for e in part],
-                lines=[line(e) for e in part],
-                last_at=part[-1].created_at,
-                last_key=part[-1].key,
-            )
+    seq, count = (0, size) if last is None else (last.seq, last.count)
+    previous = None if last is None else last.last_at
+    parts: list[tuple[int, list[EpisodeText]]] = []
+    for episode in episodes:
+        if count >= size or (previous is not None and episode.created_at - previous > gap):
+            seq, count = seq + 1, 0
+        if not parts or parts[-1][0] != seq:
+            parts.append((seq, []))
+        parts[-1][1].append(episode)
+        count += 1
+        previous = episode.created_at if previous is None else max(previous, episode.created_at)
+    return [
+        SegmentAppend(
+            key=segment_key(agent_key, channel_key, number),
+            seq=number,
+            episode_keys=[e.key for e in part],
+            lines=[line(e) for e in part],
+            last_at=part[-1].created_at,
+            last_key=part[-1].key,
         )
-        seq, room = seq + 1, size
-    return appends
+        for number, part in parts
+    ]

@@ -66,11 +66,11 @@ def extend_segments(
         if not episodes:
             late = _late(graph, agent_key, channel_key, last, position)
             if late:
-                plan = segment(agent_key, channel_key, last, late, size)
+                plan = segment(agent_key, channel_key, last, late, size=size)
                 if _write(graph, plan, last, pair=pair, keep=position):
                     appended += len(late)
             return Extended(appended, more=False)
-        plan = segment(agent_key, channel_key, last, episodes, size)
+        plan = segment(agent_key, channel_key, last, episodes, size=size)
         if not _write(graph, plan, last, pair=pair):
             # Another pass moved the segments meanwhile: it carries on.
             return Extended(appended, more=False)
@@ -161,7 +161,7 @@ def _last_segment(
         return None, None
     row = native(dict(record))
     last_at: datetime = row["last_at"]
-    return OpenSegment(seq=row["seq"], count=row["count"]), Position(
+    return OpenSegment(seq=row["seq"], count=row["count"], last_at=last_at), Position(
         created_at=last_at, key=row["last_key"]
     )
 

@@ -70,6 +70,16 @@ def test_runs_join_sequences_that_share_messages() -> None:
     assert found == [["k01", "k02", "k03", "k04"], ["k05"], ["k06", "k07"], ["k09"]]
 
 
+def test_runs_end_where_the_conversation_paused() -> None:
+    ps = {p.key: p for p in [passage(n) for n in range(1, 4)]}
+    days_later = Passage("k04", "m4", "c1", T0 + timedelta(days=2), "Devon (@devon)", "text 4")
+    ps[days_later.key] = days_later
+    found = runs(ps, [["k01", "k02", "k03", "k04"]])
+    assert found == [["k01", "k02", "k03"], ["k04"]]
+    # A pause of the gap itself is one sitting; a wider gap joins the days-apart messages.
+    assert runs(ps, [["k03", "k04"]], gap=timedelta(days=3)) == [["k01"], ["k02"], ["k03", "k04"]]
+
+
 def test_an_unmatched_answer_next_to_a_strong_match_outranks_a_weak_lone_match() -> None:
     stretches = [["k01", "k02", "k03"], ["k07"]]
     scores = context_scores({"k02": 1.0, "k07": 0.3}, stretches, radius=1)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.rank import SEGMENT_WEIGHT, segment_prior
-from pipeline.segment import OpenSegment, segment, segment_key
+from pipeline.segment import SITTING_GAP, OpenSegment, segment, segment_key
 from pipeline.summarize import EpisodeText
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -46,6 +46,38 @@ def test_new_messages_fill_the_open_segment_first() -> None:
 def test_a_full_last_segment_is_closed() -> None:
     plan = segment("a", "c", OpenSegment(seq=2, count=4), episodes(0, 1), size=4)
     assert [(p.seq, p.key) for p in plan] == [(3, segment_key("a", "c", 3))]
+
+
+def test_a_pause_longer_than_a_sitting_opens_a_new_segment() -> None:
+    later = T0 + SITTING_GAP + timedelta(seconds=10)
+    moved = [
+        e.model_copy(update={"created_at": later + timedelta(seconds=i)})
+        for i, e in enumerate(episodes(3, 2))
+    ]
+    plan = segment("a", "c", None, [*episodes(0, 3), *moved], size=16)
+    assert [(p.seq, p.episode_keys) for p in plan] == [
+        (1, ["e000", "e001", "e002"]),
+        (2, ["e003", "e004"]),
+    ]
+    # A pause of exactly the gap is still one sitting.
+    edge = episodes(3, 1)[0].model_copy(
+        update={"created_at": T0 + timedelta(seconds=2) + SITTING_GAP}
+    )
+    assert [p.seq for p in segment("a", "c", None, [*episodes(0, 3), edge], size=16)] == [1]
+
+
+def test_the_pause_is_measured_from_the_open_segments_last_message() -> None:
+    last = OpenSegment(seq=5, count=2, last_at=T0 - SITTING_GAP - timedelta(minutes=1))
+    assert [p.seq for p in segment("a", "c", last, episodes(0, 2), size=16)] == [6]
+    recent = OpenSegment(seq=5, count=2, last_at=T0 - timedelta(minutes=1))
+    assert [p.seq for p in segment("a", "c", recent, episodes(0, 2), size=16)] == [5]
+    # Not knowing when the open segment ended (stored before sittings were kept): no cut.
+    assert [p.seq for p in segment("a", "c", OpenSegment(seq=5, count=2), episodes(0, 2))] == [5]
+
+
+def test_a_late_message_joins_the_open_segment_whatever_its_time() -> None:
+    last = OpenSegment(seq=2, count=3, last_at=T0 + timedelta(days=3))
+    assert [p.seq for p in segment("a", "c", last, episodes(0, 1), size=16)] == [2]
 
 
 def test_nothing_new_plans_nothing_and_a_bad_size_is_refused() -> None:
