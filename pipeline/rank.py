@@ -44,8 +44,8 @@ from pipeline.segment import SITTING_GAP
 # steps): less than the message's own, so a match still outranks the context around it.
 NEIGHBOUR_SHARE: Final = 0.5
 # How much a matched message's segment adds, at most (the best segment found): half a keyword
-# match, the vector retriever's weight. Chosen on the FriendsQA dev half against 1.0 added and
-# 1.0 multiplied (docs/benchmarks.md).
+# match. Chosen on the FriendsQA dev half against 1.0 added and 1.0 multiplied; checked again
+# with equal fusion weights, where 1.0 cost the long conversations' dev half (docs/benchmarks.md).
 SEGMENT_WEIGHT: Final = 0.5
 
 
