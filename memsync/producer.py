@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import queue
 import sqlite3
 import threading
 import time
@@ -23,6 +22,7 @@ from kombu import Producer as KombuProducer
 from kombu.exceptions import ContentDisallowed, EncodeError
 
 from memsync import keys
+from memsync.buffer import TurnBuffer
 from memsync.encoded import EncodedTurn, encode_turn
 from memsync.inflight import InFlight
 from memsync.message import publish_ingest
@@ -103,9 +103,8 @@ class Producer:
             "publish_failures": 0,
             "refused": 0,
         }
-        # None asks the publisher to stop.
-        self._buffer: queue.Queue[EncodedTurn | None] = queue.Queue(
-            maxsize=self.settings.producer_buffer
+        self._buffer: TurnBuffer[EncodedTurn] = TurnBuffer(
+            self.settings.producer_buffer, self.settings.producer_batch
         )
         self._pending = 0
         self._idle = threading.Condition()
@@ -136,16 +135,14 @@ class Producer:
         with self._idle:
             self._pending += 1
             self.counters["emitted"] += 1
-        try:
-            self._buffer.put_nowait(encoded)
-        except queue.Full:
+        if not self._buffer.put(encoded):
             with self._idle:
                 self.counters["buffer_full"] += 1
             self._done(1)
             raise BufferFull(
                 f"producer buffer is full ({self.settings.producer_buffer} events); "
                 "raise MEMSYNC_PRODUCER_BUFFER or check the broker and the spool"
-            ) from None
+            )
         return turn.event_id
 
     def flush(self, timeout: float = 30.0) -> bool:
@@ -168,7 +165,7 @@ class Producer:
         """Hand every buffered event to the broker or the spool, then stop the publisher."""
         flushed = self.flush(timeout)
         self._closed = True
-        self._buffer.put(None)
+        self._buffer.close()
         self._thread.join(timeout=max(timeout, 1.0))
         if self._connection is not None:
             self._connection.release()
@@ -190,27 +187,16 @@ class Producer:
 
     def _run(self) -> None:
         while True:
-            try:
-                first = self._buffer.get(timeout=_SPOOL_RETRY_SECONDS)
-            except queue.Empty:
+            # Lingering for the batch to fill: at a steady rate of turns, publishing each as it
+            # comes makes one-turn tasks, and a transaction per turn downstream.
+            batch = self._buffer.take(
+                idle=_SPOOL_RETRY_SECONDS, linger=self.settings.producer_linger
+            )
+            if batch is None:
+                return
+            if not batch:
                 self._drain_spool()
                 continue
-            if first is None:
-                return
-            batch = [first]
-            # Wait a little for the batch to fill: at a steady rate of turns, publishing each
-            # as it comes makes one-turn tasks, and a transaction per turn downstream.
-            linger_until = time.monotonic() + self.settings.producer_linger
-            while len(batch) < self.settings.producer_batch:
-                try:
-                    left = linger_until - time.monotonic()
-                    item = self._buffer.get(timeout=left) if left > 0 else self._buffer.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._buffer.put(None)
-                    break
-                batch.append(item)
             self._send(batch)
             self._done(len(batch))
 
