@@ -46,6 +46,10 @@ def throughput(report: dict[str, Any]) -> Throughput:
     return Throughput(title, bars, ceiling)
 
 
+# The issue's emit() target: p99 at or under 1 ms in every condition.
+EMIT_TARGET_US = 1000.0
+
+
 def emit_bars(report: dict[str, Any]) -> list[Bar]:
     """emit() p99 (us) per condition from an emitlatency JSON report."""
     return [
@@ -80,6 +84,8 @@ def draw(runs: list[Throughput], emits: list[Bar], out: Path, rate: float | None
     if emits:
         ax = axes[0][-1]
         ax.bar([b.label for b in emits], [b.value for b in emits], color="tab:green")
+        ax.axhline(EMIT_TARGET_US, color="tab:red", linestyle="--", label="target (1 ms)")
+        ax.legend(loc="upper left")
         ax.set_ylabel("emit() p99 (us)")
         ax.set_title(f"emit() p99 at {rate:.0f}/s" if rate else "emit() p99")
     fig.tight_layout()
