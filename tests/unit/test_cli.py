@@ -284,11 +284,13 @@ def _status(event_id: str, untrusted: int) -> TurnStatus:
 def test_wait_outcome_counts_agents_left_out(capsys: pytest.CaptureFixture[str]) -> None:
     statuses: list[TurnStatus] = [_status("e1", 2), _status("e2", 0), _status("e3", 3)]
     assert emitting._outcome(statuses) == EXIT_FAILED
-    line = _one_line(capsys.readouterr().err)
-    assert line == (
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
         "memsync: 2 event(s) left 5 agent(s) out as untrusted; "
-        "see `memsync stats` / the audit stream"
-    )
+        "see `memsync stats` / the audit stream",
+        f"memsync: {emitting.TRUST_HINT}",
+    ]
+    assert "MEMSYNC_TRUST_MODE=open" in emitting.TRUST_HINT
     assert emitting._outcome([_status("e1", 0)]) == 0
 
 

@@ -152,6 +152,14 @@ def _close(producer: Producer) -> int:
         return 0
 
 
+# Why agents are left out, for a first run that finds nothing remembered (README, "trust").
+TRUST_HINT = (
+    "an agent remembers a turn only in a channel that is not public, with no anonymous human, "
+    "and (strict mode, the default) with every human its owner or trusted: "
+    "`memsync trust own|grant`, or MEMSYNC_TRUST_MODE=open for a single-user install"
+)
+
+
 def _outcome(statuses: list[TurnStatus]) -> int:
     """Summarise an `emit --wait`: 0 only if every trusted agent remembers every turn and trust
     left no agent out."""
@@ -169,6 +177,7 @@ def _outcome(statuses: list[TurnStatus]) -> int:
             "see `memsync stats` / the audit stream",
             file=sys.stderr,
         )
+        print(f"memsync: {TRUST_HINT}", file=sys.stderr)
     if unfinished:
         print(f"memsync: {len(unfinished)} event(s) not finished in time", file=sys.stderr)
     return EXIT_FAILED if failed or unfinished or left_out else 0
