@@ -147,6 +147,27 @@ def test_nasty_event_ids_keep_their_own_status_without_wrongtype() -> None:
         assert status.finished and not status.complete
 
 
+def test_one_batch_marks_every_agent_of_every_turn_and_settles_the_complete_ones() -> None:
+    fake = client()
+    tracker = InFlight(fake)
+    tracker.track([{"tenant": "t", "event_id": e} for e in ("e1", "e2")])
+    ledger = Ledger(fake)
+    ledger.accept(
+        [account("t", "e1", ["a1", "a2", "a3"], []), account("t", "e2", ["a1", "a2"], [])]
+    )
+    # a2's earlier sync of e1 was dead-lettered; its replay is in this batch.
+    ledger.mark_dead("t", "e1", "t:a2")
+    batch = [job("t", "e1", a) for a in ("a1", "a2", "a3")] + [job("t", "e2", "a1")]
+    ledger.mark_synced(batch)
+    e1, e2 = ledger.statuses([("t", "e1"), ("t", "e2")])
+    assert (e1.synced, e1.dead, e1.complete) == (3, 0, True)
+    assert (e2.synced, e2.dead, e2.finished) == (1, 0, False)
+    assert fake.smembers(keys.turn_synced("t", "e1")) == {b"t:a1", b"t:a2", b"t:a3"}
+    assert 0 < fake.ttl(keys.turn_synced("t", "e1")) <= ledger_module.TURN_TTL_SECONDS
+    # Only the complete turn leaves the in-flight record.
+    assert [payload["event_id"] for _, payload in tracker.due(0)] == ["e2"]
+
+
 def test_untrusted_agents_are_counted_per_turn() -> None:
     ledger = Ledger(client())
     ledger.accept([account("t", "none", [], ["a", "b"]), account("t", "all", ["a"], [])])

@@ -118,14 +118,19 @@ class Ledger:
     @redis_errors
     def mark_synced(self, jobs: Sequence[SyncJob]) -> None:
         """One agent's memory of each turn is written; turns now complete are settled."""
-        pipe = self.client.pipeline(transaction=False)
+        # A turn's agents in one command each: a batch holds every agent of its turns, and
+        # redis-py packs each command in Python.
+        agents: dict[tuple[str, str], list[str]] = {}
         for job in jobs:
-            synced = keys.turn_synced(job.tenant, job.event_id)
-            pipe.sadd(synced, job.agent.key)
-            pipe.srem(keys.turn_dead(job.tenant, job.event_id), job.agent.key)
+            agents.setdefault((job.tenant, job.event_id), []).append(job.agent.key)
+        pipe = self.client.pipeline(transaction=False)
+        for (tenant, event_id), keys_of_agents in agents.items():
+            synced = keys.turn_synced(tenant, event_id)
+            pipe.sadd(synced, *keys_of_agents)
+            pipe.srem(keys.turn_dead(tenant, event_id), *keys_of_agents)
             pipe.expire(synced, TURN_TTL_SECONDS)
         pipe.execute()
-        self.settle([(job.tenant, job.event_id) for job in jobs])
+        self.settle(list(agents))
 
     @redis_errors
     def mark_dead(self, tenant: str, event_id: str, agent_key: str) -> None:
