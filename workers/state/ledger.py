@@ -118,8 +118,8 @@ class Ledger:
     @redis_errors
     def mark_synced(self, jobs: Sequence[SyncJob]) -> None:
         """One agent's memory of each turn is written; turns now complete are settled."""
-        # A turn's agents in one command each: a batch holds every agent of its turns, and
-        # redis-py packs each command in Python.
+        # A turn's agents in one command each: a batch holds every agent of its turns, and each
+        # command costs the client its packing and its reply's parsing.
         agents: dict[tuple[str, str], list[str]] = {}
         for job in jobs:
             agents.setdefault((job.tenant, job.event_id), []).append(job.agent.key)
