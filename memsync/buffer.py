@@ -22,7 +22,8 @@ class TurnBuffer(Generic[T]):
 
     def __init__(self, capacity: int, batch: int) -> None:
         self._capacity = capacity
-        self._batch = batch
+        # A buffer smaller than a batch is full before a batch is: that ends the linger too.
+        self._batch = min(batch, capacity)
         self._items: deque[T] = deque()
         # A plain lock: taking it uncontended wakes nobody, and emit() only ever holds it briefly.
         self._ready = threading.Condition(threading.Lock())
@@ -64,6 +65,3 @@ class TurnBuffer(Generic[T]):
                 self._ready.wait(left)
             count = min(self._batch, len(self._items))
             return [self._items.popleft() for _ in range(count)]
-
-    def __len__(self) -> int:
-        return len(self._items)

@@ -69,6 +69,19 @@ def test_a_lingering_publisher_is_woken_by_a_full_batch() -> None:
     assert taken == [[0, 1, 2, 3, 4]]
 
 
+def test_a_buffer_smaller_than_a_batch_ends_the_linger_when_full() -> None:
+    # Emits would be refused (BufferFull) for the rest of a linger that waits for a batch the
+    # buffer cannot hold.
+    buffer: TurnBuffer[int] = TurnBuffer(capacity=3, batch=50)
+    buffer.put(0)
+    thread, taken = _take_in_thread(buffer, idle=LONG, linger=LONG)
+    buffer.put(1)
+    buffer.put(2)
+    thread.join(timeout=LONG / 2)
+    assert not thread.is_alive(), "a full buffer did not end the linger"
+    assert taken == [[0, 1, 2]]
+
+
 def test_an_idle_publisher_is_woken_by_the_first_item() -> None:
     buffer: TurnBuffer[int] = TurnBuffer(capacity=100, batch=5)
     thread, taken = _take_in_thread(buffer, idle=LONG, linger=0)
