@@ -186,6 +186,14 @@ class Tenant:
             for c in self.channels
         ]
 
+    def member_rows(self) -> list[dict[str, Any]]:
+        """Rows for the writer's MERGE_MEMBERS: each channel's humans and agents."""
+        return [
+            {"participant_key": self.key(p), "channel_key": self.channel_key(c)}
+            for c in self.channels
+            for p in (*c.humans, *c.agents)
+        ]
+
     def message(self, i: int) -> tuple[Channel, Person, str, str, datetime]:
         """Episode `i`: its channel, speaker, role, text and time."""
         block, j = divmod(i, BLOCK)
@@ -310,11 +318,12 @@ class Tenant:
 
 
 def ensure_people(graph: GraphStore, tenant: Tenant) -> None:
-    """Participants, agents and channels, through the writer's own statements."""
+    """Participants, agents, channels and their members, through the writer's own statements."""
     with graph.session() as session:
         session.run(cypher.MERGE_PARTICIPANTS, rows=tenant.participant_rows()).consume()
         session.run(cypher.MARK_AGENTS, keys=[tenant.key(a) for a in tenant.agents]).consume()
         session.run(cypher.MERGE_CHANNELS, rows=tenant.channel_rows()).consume()
+        session.run(cypher.MERGE_MEMBERS, rows=tenant.member_rows()).consume()
 
 
 def write_rows(
@@ -398,7 +407,7 @@ def shape_check(graph: GraphStore, corpus: Corpus, episodes: int = 4 * BLOCK) ->
         if want_nodes.get(label) != got_nodes.get(label):
             problems.append(f"{label}: writer {want_nodes.get(label)} bulk {got_nodes.get(label)}")
     for edge in sorted(set(want_edges) | set(got_edges)):
-        core = edge.split("-")[1] in ("SAID", "IN", "OBSERVED")
+        core = edge.split("-")[1] in ("SAID", "IN", "OBSERVED", "MEMBER_OF")
         compared = core or (edge in want_edges and edge in got_edges)
         if compared and want_edges.get(edge) != got_edges.get(edge):
             problems.append(f"{edge}: writer {want_edges.get(edge)} bulk {got_edges.get(edge)}")

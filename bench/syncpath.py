@@ -12,7 +12,7 @@ tenant:
 - `inline`: no Celery; one thread validates, runs stages 1-4 (open trust, the worker's name,
   label and trust look-ups), memorizes with the rules extractor and default lenses and writes
   with write_sync_jobs: one transaction per turn.
-- `ceiling`: the same participants, channels, episodes, SAID, IN and OBSERVED, planned by
+- `ceiling`: the same participants, channels, members, episodes, SAID, IN and OBSERVED, planned by
   plan_batch, written as plain UNWIND statements of BATCH_ROWS rows, one transaction each.
 
 Run: `.venv/bin/python -m bench.syncpath [--turns 4000] [--processes 1,2,4] [--concurrency 1]
@@ -53,7 +53,7 @@ from bench.syncload import DEFAULT_SEED, RawEvent, jsonable, retenant, spread, w
 from memsync.producer import Producer
 from memsync.settings import FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
 from pipeline.extract import Extractor
-from pipeline.graph.model import AGENT, CHANNEL, EPISODE, IN, OBSERVED, PARTICIPANT, SAID
+from pipeline.graph.model import AGENT, CHANNEL, EPISODE, IN, MEMBER_OF, OBSERVED, PARTICIPANT, SAID
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.store import GraphStore
@@ -95,6 +95,12 @@ CEILING_CHANNELS: Final = f"""
 UNWIND $rows AS row
 MERGE (c:{CHANNEL} {{key: row.key}})
 ON CREATE SET c.tenant = row.tenant, c.id = row.id, c.kind = row.kind, c.title = row.title
+"""
+CEILING_MEMBERS: Final = f"""
+UNWIND $rows AS row
+MATCH (p:{PARTICIPANT} {{key: row.participant_key}})
+MATCH (c:{CHANNEL} {{key: row.channel_key}})
+MERGE (p)-[:{MEMBER_OF}]->(c)
 """
 CEILING_EPISODES: Final = f"""
 UNWIND $rows AS row
@@ -493,6 +499,7 @@ def ceiling_batches(
         ("participants", CEILING_PARTICIPANTS, batch.participants),
         ("agents", CEILING_AGENTS, batch.agents),
         ("channels", CEILING_CHANNELS, batch.channels),
+        ("members", CEILING_MEMBERS, batch.members),
         ("episodes", CEILING_EPISODES, batch.episodes),
         ("observed", CEILING_OBSERVED, batch.observed),
     ]

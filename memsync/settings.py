@@ -111,8 +111,9 @@ class Settings(BaseSettings):
     # "...+int8" (recall compares them with float ones; `memsync graph reembed` makes every
     # vector one kind). Off by default: stored vectors stay as they were.
     embed_quantized: bool = False
-    # Whether facts and commitments learnt in a direct message may surface in a group channel's
-    # context: `never` (the default), or `same_people` (only when everyone present was in the DM).
+    # Whether facts and commitments learnt in a direct message may surface in another channel:
+    # `never` (the default), or `same_people` (only when everyone in that channel, the agent
+    # aside, was in the DM: the rule group-learnt memory always follows).
     dm_memory_policy: Literal["never", "same_people"] = "never"
     # A long-lived reader (the memsync package's Memory, `memsync serve`) keeps the vectors of
     # the agents it recalls for in memory, up to this many MB, so recall's cosine is one matrix

@@ -178,13 +178,14 @@ def select(units: Iterable[Unit], budget: int) -> list[Unit]:
     """The best units whose messages fit in `budget`, best first (ties by key, for stability).
 
     A unit costs its evidence not already counted, at least one message when it rests on none;
-    one that does not fit is skipped for smaller ones.
+    one that does not fit is skipped for smaller ones. A unit scoring nothing (fetched as a
+    neighbour, but past a pause from every match) is not taken, however much budget is left.
     """
     chosen: list[Unit] = []
     used: set[str] = set()
     left = budget
     for unit in sorted(units, key=lambda u: (-u.score, u.key)):
-        if left <= 0:
+        if left <= 0 or unit.score <= 0:
             break
         cost = len(set(unit.evidence) - used) if unit.evidence else 1
         if cost > left:

@@ -37,6 +37,8 @@ class RecallQuery(BaseModel):
     channel_id: Identifier | None = None
     # A participant id: episodes they said, facts about them, commitments owed by or to them.
     about: Identifier | None = None
+    # When it was said (episode), stated (fact) or opened (commitment). A summary covers its
+    # channel from the start up to `covers_until`, so only `since` can leave it out.
     since: AwareDatetime | None = None
     until: AwareDatetime | None = None
     kinds: tuple[RecallKind, ...] = RECALL_KINDS

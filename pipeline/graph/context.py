@@ -6,9 +6,10 @@ from the graph within what that channel's audience may hear, then fitted to a to
   channel); the agent itself always counts. Nobody else is known to be there.
 - Summary: the agent's current rolling summary of this channel (thread memory stays in it).
 - Facts: current only (not superseded, not expired), about the participants present or the
-  channel, under recall's DM rule (pipeline/graph/cypher/search.py `audience_filter`): a fact whose
-  every evidence episode is in a DM other than this channel appears only with
-  `dm_policy="same_people"`, and then only when everyone in that DM is a member here.
+  channel, under recall's audience rule (pipeline/graph/cypher/search.py `audience_filter`): a
+  fact learnt elsewhere appears only when everyone here heard it there (every member here, the
+  agent aside, is a member of a channel of its evidence), or it was said in public; a DM counts
+  only with `dm_policy="same_people"`.
   `learnt_in` lists the channels of its evidence. Trust is as stored: an untrusted conversation
   wrote nothing for the agent, so nothing of it can appear.
 - Commitments: open ones owed by or to the participants present, or to the channel; same rule.

@@ -108,6 +108,7 @@ def without_erased(
     new_batch = batch.model_copy(
         update={
             "participants": [r for r in batch.participants if r["key"] not in erased],
+            "members": [r for r in batch.members if r["participant_key"] not in erased],
             "agents": [k for k in batch.agents if k not in erased],
             "owners": [
                 r

@@ -25,6 +25,9 @@ AGENT_NODE: Final = f"{PARTICIPANT}:{AGENT}"
 
 SAID: Final = "SAID"
 IN: Final = "IN"
+# A participant listed in a turn of a channel (spoken or not): the channel's audience, which
+# decides where relationship memory learnt there may surface (cypher/search.py audience_filter).
+MEMBER_OF: Final = "MEMBER_OF"
 OBSERVED: Final = "OBSERVED"
 KNOWS: Final = "KNOWS"
 ABOUT: Final = "ABOUT"

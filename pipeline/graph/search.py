@@ -275,7 +275,14 @@ def _neighbours(
     return _run(
         session,
         search_cypher.NEIGHBOURS,
-        {"keys": list(hits), "agent_key": params["agent_key"], "window": window},
+        {
+            "keys": list(hits),
+            "agent_key": params["agent_key"],
+            "window": window,
+            # A neighbour outside the time window asked for is not shown either.
+            "since": params["since"],
+            "until": params["until"],
+        },
     )
 
 

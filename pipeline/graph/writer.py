@@ -42,6 +42,8 @@ class SyncBatch(BaseModel):
     channels: Rows
     episodes: Rows
     observed: Rows
+    # (participant, channel) of everyone listed in a turn: the channel's audience.
+    members: Rows = []
     # One row per job: its event, agent, claimed owner key and the episodes it would observe.
     jobs: Rows = []
     conflicts: list[Refusal] = []
@@ -73,6 +75,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
     now = synced_at or datetime.now(UTC)
     participants: dict[str, dict[str, Any]] = {}
     channels: dict[str, dict[str, Any]] = {}
+    members: set[tuple[str, str]] = set()
     episodes: dict[str, dict[str, Any]] = {}
     observed: dict[tuple[str, str], dict[str, Any]] = {}
     agents: set[str] = set()
@@ -113,6 +116,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
             "kind": job.channel.kind,
             "title": job.channel.title,
         }
+        members.update((p.key, job.channel.key) for p in job.participants)
         seen: list[str] = []
         terms = [scope_token("channel", job.channel.key), scope_token("agent", job.agent.key)]
         for m in job.messages:
@@ -158,6 +162,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
         agents=sorted(agents),
         owners=[owners[k] for k in sorted(owners)],
         channels=[channels[k] for k in sorted(channels)],
+        members=[{"participant_key": who, "channel_key": where} for who, where in sorted(members)],
         episodes=[episodes[k] for k in sorted(episodes)],
         observed=[observed[k] for k in sorted(observed)],
         jobs=job_rows,
@@ -269,6 +274,7 @@ def _write_batch(tx: neo4j.ManagedTransaction, batch: SyncBatch, memory: MemoryR
         r["agent_key"]: r["owner_key"] for r in tx.run(cypher.MERGE_OWNERS, rows=batch.owners)
     }
     tx.run(cypher.MERGE_CHANNELS, rows=batch.channels).consume()
+    tx.run(cypher.MERGE_MEMBERS, rows=batch.members).consume()
     returned = [(r["key"], r["fresh"]) for r in tx.run(cypher.MERGE_EPISODES, rows=batch.episodes)]
     taken = {key for key, fresh in returned if not fresh}
     fresh = {key for key, is_fresh in returned if is_fresh}

@@ -36,6 +36,7 @@ CH_A = {"id": "ch-a", "kind": "group", "title": "Trip A"}
 CH_B = {"id": "ch-b", "kind": "group", "title": "Trip B"}
 DM = {"id": "dm-sarah", "kind": "dm"}
 PUBLIC = {"id": "ch-pub", "kind": "public", "title": "Open lounge"}
+CH_S = {"id": "ch-s", "kind": "group", "title": "Sarah's plans"}
 AISLE = "Sarah (@sarah) prefers aisle seat"
 ALLERGY = "Sarah (@sarah)'s allergy is peanuts"
 
@@ -60,7 +61,10 @@ def turns(tenant: str) -> list[Any]:
             "ev-b",
             CH_B,
             [DEVON, TRAVEL],
-            [msg("b1", "user", "u-devon", "The hotel shuttle in Lyon was broken", 6)],
+            [
+                msg("b1", "user", "u-devon", "The hotel shuttle in Lyon was broken", 6),
+                msg("b2", "user", "u-devon", "I am allergic to shellfish", 59),
+            ],
         ),
         event(
             tenant,
@@ -68,6 +72,13 @@ def turns(tenant: str) -> list[Any]:
             DM,
             [SARAH, TRAVEL],
             [msg("d1", "user", "u-sarah", "I am allergic to peanuts", 7)],
+        ),
+        event(
+            tenant,
+            "ev-s",
+            CH_S,
+            [SARAH, TRAVEL],
+            [msg("s1", "user", "u-sarah", "Please book the hotel for May", 9)],
         ),
         # Public: untrusted, so nothing of it may become the agent's memory.
         event(
@@ -182,13 +193,24 @@ def test_another_channels_thread_memory_never_appears(graph: GraphStore, world: 
 def test_a_dm_fact_follows_the_policy(graph: GraphStore, world: World) -> None:
     assert ALLERGY in fact_texts(context(graph, world, "dm-sarah"))
     assert ALLERGY not in fact_texts(context(graph, world, "ch-a"))
+    assert ALLERGY not in fact_texts(context(graph, world, "ch-s"))
     assert ALLERGY not in rendered(context(graph, world, "ch-a", query="peanuts allergy"))
-    # same_people: everyone in the DM (Sarah) is here in ch-a...
-    allowed = context(graph, world, "ch-a", dm_policy="same_people")
+    # same_people: everyone here in ch-s (Sarah) was in the DM...
+    allowed = context(graph, world, "ch-s", dm_policy="same_people")
     fact = next(f for f in allowed.facts if f.text == ALLERGY)
     assert fact.learnt_in == ["dm-sarah"]
-    # ...but Sarah was never seen in ch-b, and the fact is about her: it stays out.
-    assert ALLERGY not in fact_texts(context(graph, world, "ch-b", dm_policy="same_people"))
+    # ...but Devon, in ch-a with her, was not: it stays out there, even asked for by name.
+    strict = context(graph, world, "ch-a", query="peanuts allergy", dm_policy="same_people")
+    assert ALLERGY not in fact_texts(strict) and ALLERGY not in rendered(strict)
+
+
+def test_a_group_fact_enters_only_where_everyone_heard_it(graph: GraphStore, world: World) -> None:
+    shellfish = "Devon (@devon)'s allergy is shellfish"  # said in ch-b, where Sarah never was
+    assert shellfish in fact_texts(context(graph, world, "ch-b"))
+    in_a = context(graph, world, "ch-a", query="shellfish allergy")
+    assert shellfish not in fact_texts(in_a) and "shellfish" not in rendered(in_a)
+    # Sarah's seat was said in ch-a, which she and Devon both heard: it follows her to ch-s.
+    assert AISLE in fact_texts(context(graph, world, "ch-s"))
 
 
 def test_another_tenant_never_appears(graph: GraphStore, world: World) -> None:

@@ -414,9 +414,12 @@ def test_forget_agent_leaves_other_agents_memory(
     assert report["counts"]["observed"] == 13 and report["counts"]["episodes"] == 0
     assert report["counts"]["summary_versions"] >= 1 and report["counts"]["summaries_rebuilt"] == 0
     assert count(graph, mine, agent=helper) == 0
-    assert (
-        count(graph, "MATCH (:Participant {key: $a})-[r]->() RETURN count(r)", a=helper) == 1
-    )  # only SAID is left: it said a3, which the Travel Agent still remembers
+    # Only SAID is left, for a3, which the Travel Agent still remembers, and its membership of
+    # the channel, which keeps the channel's audience as it was for the audience rule.
+    left = "MATCH (:Participant {key: $a})-[r]->() WHERE NOT r:MEMBER_OF RETURN count(r)"
+    assert count(graph, left, a=helper) == 1
+    said = "MATCH (:Participant {key: $a})-[r:SAID]->() RETURN count(r)"
+    assert count(graph, said, a=helper) == 1
     assert count(graph, mine, agent=travel) == travel_before
     assert count(graph, "MATCH (e:Episode {tenant: $t}) RETURN count(e)", t=tenant) == 13
     assert Memory(graph).recall(tenant=tenant, agent_id="a-helper", query="expense report") == []

@@ -34,6 +34,8 @@ CH_A = {"id": "ch-a", "kind": "group", "title": "Trip A"}
 CH_B = {"id": "ch-b", "kind": "group", "title": "Trip B"}
 CH_C = {"id": "ch-c", "kind": "group", "title": "Finance only"}
 DM = {"id": "dm-sarah", "kind": "dm"}
+CH_S = {"id": "ch-s", "kind": "group", "title": "Sarah's plans"}
+CH_Q = {"id": "ch-q", "kind": "group", "title": "Trip chat"}
 
 
 def turns(tenant: str) -> list[Any]:
@@ -72,6 +74,29 @@ def turns(tenant: str) -> list[Any]:
             DM,
             [SARAH, TRAVEL],
             [msg("d1", "user", "u-sarah", "I am allergic to peanuts", 9)],
+        ),
+        event(
+            tenant,
+            "ev-b2",
+            CH_B,
+            [DEVON, TRAVEL],
+            [msg("b2", "user", "u-devon", "I am allergic to shellfish", 59)],
+        ),
+        # Only Sarah and the agent are here...
+        event(
+            tenant,
+            "ev-s",
+            CH_S,
+            [SARAH, TRAVEL],
+            [msg("s1", "user", "u-sarah", "Please book the hotel for May", 11)],
+        ),
+        # ...while here Devon is listed too, though he never speaks.
+        event(
+            tenant,
+            "ev-q",
+            CH_Q,
+            [SARAH, DEVON, TRAVEL],
+            [msg("q1", "user", "u-sarah", "Looking forward to the trip", 12)],
         ),
     ]
 
@@ -186,15 +211,56 @@ def test_a_dm_fact_stays_out_of_group_channels_unless_policy_allows(
     allergy = "Sarah (@sarah)'s allergy is peanuts"
     assert allergy in facts(ask(graph, world, query="peanuts allergy"))  # the agent's own view
     assert allergy in facts(ask(graph, world, query="peanuts allergy", channel_id="dm-sarah"))
-    assert allergy not in facts(ask(graph, world, query="peanuts allergy", channel_id="ch-a"))
-    # same_people: everyone in the DM (Sarah) is a member of ch-a (she spoke there)...
+    for channel in ("ch-a", "ch-s"):
+        assert allergy not in facts(ask(graph, world, query="peanuts allergy", channel_id=channel))
+    # same_people: in ch-s everyone (Sarah) was in the DM...
     assert allergy in facts(
-        ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-a")
+        ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-s")
     )
-    # ...but not of ch-b, where only Devon spoke.
-    assert allergy not in facts(
-        ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-b")
-    )
+    # ...but Devon was not: not where he spoke (ch-a, ch-b), nor where he only listens (ch-q).
+    for channel in ("ch-a", "ch-b", "ch-q"):
+        assert allergy not in facts(
+            ask(graph, world, "same_people", query="peanuts allergy", channel_id=channel)
+        ), channel
+
+
+def test_a_group_fact_reaches_only_channels_whose_members_all_heard_it(
+    graph: GraphStore, world: World
+) -> None:
+    shellfish = "Devon (@devon)'s allergy is shellfish"  # learnt in ch-b: Devon and the agent
+    assert shellfish in facts(ask(graph, world, query="shellfish allergy"))
+    assert shellfish in facts(ask(graph, world, query="shellfish allergy", channel_id="ch-b"))
+    # Sarah is in ch-a, ch-s and ch-q and never heard it; nobody is known in an unseen channel.
+    for channel in ("ch-a", "ch-s", "ch-q", "ch-unseen"):
+        assert shellfish not in facts(
+            ask(graph, world, "same_people", query="shellfish allergy", channel_id=channel)
+        ), channel
+    # Sarah's seat, learnt in ch-a, may enter ch-b: Devon, its only other member, heard it there.
+    aisle = "Sarah (@sarah) prefers aisle seat"
+    assert aisle in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-b"))
+    assert aisle in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-s"))
+    assert aisle not in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-unseen"))
+
+
+def test_a_time_window_keeps_to_what_was_said_in_it(graph: GraphStore, world: World) -> None:
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    early = ask(graph, world, query="aisle seat", channel_id="ch-a", until=start.replace(minute=3))
+    assert "Sarah (@sarah) prefers aisle seat" in facts(early)  # stated at 10:02
+    assert "Devon (@devon) prefers aisle seat" not in facts(early)  # stated at 10:06
+    shown = {m for i in episodes(early) for m in i.evidence}
+    assert "a2" in shown and not shown & {"a3", "a4", "a5", "a6"}
+    late = ask(graph, world, query="aisle seat", channel_id="ch-a", since=start.replace(minute=5))
+    assert facts(late) == ["Devon (@devon) prefers aisle seat"]
+    assert {m for i in episodes(late) for m in i.evidence} <= {"a5", "a6"}
+
+
+def test_sources_keep_facts_to_those_kinds_and_leave_messages_alone(
+    graph: GraphStore, world: World
+) -> None:
+    said = ask(graph, world, query="aisle seat", channel_id="ch-a", sources=["self_stated"])
+    assert "Sarah (@sarah) prefers aisle seat" in facts(said)
+    others = ask(graph, world, query="aisle seat", channel_id="ch-a", sources=["peer_stated"])
+    assert facts(others) == [] and episodes(others)
 
 
 def test_the_answer_next_to_the_matching_question_comes_with_it(

@@ -127,3 +127,24 @@ def test_graph_init_gives_old_nodes_their_scope_terms_and_channel(
     assert again == written
     assert evidence(ask(graph, tenant, "a-travel", query="invoice")) == {"q1", "q2"}
     assert backfill(graph) == {}  # nothing left to do
+
+
+def test_members_are_everyone_listed_and_graph_init_restores_them(
+    graph: GraphStore, tenant: str
+) -> None:
+    read = (
+        "MATCH (p:Participant)-[:MEMBER_OF]->(c:Channel {tenant: $tenant}) "
+        "RETURN c.id AS channel, collect(p.id) AS members"
+    )
+    want = {"ch-busy": {"u-devon", "a-finance"}, "ch-quiet": {"u-devon", "u-sarah", "a-travel"}}
+    with graph.session() as session:
+        assert {r["channel"]: set(r["members"]) for r in session.run(read, tenant=tenant)} == want
+        # As an older version left them: no members recorded.
+        session.run(
+            "MATCH (:Participant)-[m:MEMBER_OF]->(:Channel {tenant: $tenant}) DELETE m",
+            tenant=tenant,
+        ).consume()
+    backfill(graph)
+    with graph.session() as session:
+        # Everyone here spoke or remembers the channel, so the backfill finds them all.
+        assert {r["channel"]: set(r["members"]) for r in session.run(read, tenant=tenant)} == want

@@ -56,6 +56,8 @@ def test_nothing_of_an_erased_participant_is_planned() -> None:
     sarah = participant_key("t", "u-sarah")
     kept_batch, kept_memory = without_erased(batch, memory, {sarah})
     assert sarah not in {r["key"] for r in kept_batch.participants}
+    assert sarah in {r["participant_key"] for r in batch.members}
+    assert sarah not in {r["participant_key"] for r in kept_batch.members}
     assert kept_batch.owners == []  # the agent's claimed owner is the erased one
     assert {r["id"] for r in kept_batch.episodes} == {"m2", "m3", "m4", "m5"}
     assert {r["episode_key"].rsplit(":", 1)[-1] for r in kept_batch.observed} == {

@@ -105,6 +105,12 @@ def test_the_budget_counts_messages_and_skips_what_does_not_fit() -> None:
     assert [u.key for u in select(units, 2)] == ["k01", "k05"]
 
 
+def test_what_scores_nothing_is_not_taken_to_fill_the_budget() -> None:
+    # k09 was fetched as a neighbour of k01, but a pause parts them: nothing points to it.
+    units = [message(1, 1.0), message(9, 0.0), Unit("f", 0.0, ("m4",))]
+    assert [u.key for u in select(units, 10)] == ["k01"]
+
+
 def test_an_item_without_evidence_costs_one() -> None:
     empty = [Unit(f"s{i}", 1.0, ()) for i in range(3)]
     assert len(select(empty, 2)) == 2

@@ -289,6 +289,11 @@ def test_plan_batch_dedupes_and_sorts_overlapping_events() -> None:
     )
     assert batch.agents == sorted(participant_key("acme", a) for a in ("a-travel", "a-chef"))
     assert [row["key"] for row in batch.channels] == [channel_key("acme", "ch-1")]
+    # Everyone listed is a member, once, whether they spoke (Devon, Travel) or not (Chef).
+    assert batch.members == [
+        {"participant_key": key, "channel_key": channel_key("acme", "ch-1")}
+        for key in sorted(participant_key("acme", p["id"]) for p in people)
+    ]
     pairs = [(row["agent_key"], row["episode_key"]) for row in batch.observed]
     assert pairs == sorted({(a, e) for a in batch.agents for e in episode_keys})
     assert batch.synced_at == when

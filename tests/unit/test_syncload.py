@@ -105,6 +105,7 @@ def test_ceiling_rows_are_the_writers_plan_in_batches() -> None:
         "participants": len(batch.participants),
         "agents": len(batch.agents),
         "channels": 10,
+        "members": 50,  # 2 humans and 3 agents in each of the 10 channels
         "episodes": 80,
         "observed": 240,
     }

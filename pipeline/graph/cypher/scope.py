@@ -1,6 +1,7 @@
-"""Backfills run by `memsync graph init` for nodes written by older versions: an episode's
-`channel_key` (recall's neighbour seeks rely on it), and the `scope` search terms (which nodes
-lack them, the keys their terms come from, and setting them)."""
+"""Backfills run by `memsync graph init` for what older versions did not write: an episode's
+`channel_key` (recall's neighbour seeks rely on it), a channel's members (the audience rule of
+relationship memory relies on them), and the `scope` search terms (which nodes lack them, the
+keys their terms come from, and setting them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pipeline.graph.model import (
     EPISODE,
     FACT,
     IN,
+    MEMBER_OF,
     OBSERVED,
     PARTICIPANT,
     SAID,
@@ -71,4 +73,15 @@ CALL (e) {{
   WITH e, min(c.key) AS channel_key
   SET e.channel_key = channel_key
 }} IN TRANSACTIONS OF 5000 ROWS
+"""
+
+# A channel written before members were recorded gets, as its members, whoever spoke there and the
+# agents that remember it (older versions kept no record of silent listeners).
+BACKFILL_MEMBERS: Final = f"""
+MATCH (c:{CHANNEL}) WHERE NOT EXISTS {{ (c)<-[:{MEMBER_OF}]-(:{PARTICIPANT}) }}
+CALL (c) {{
+  MATCH (c)<-[:{IN}]-(:{EPISODE})<-[:{SAID}|{OBSERVED}]-(p:{PARTICIPANT})
+  WITH DISTINCT c, p
+  MERGE (p)-[:{MEMBER_OF}]->(c)
+}} IN TRANSACTIONS OF 50 ROWS
 """

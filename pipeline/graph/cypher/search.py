@@ -21,6 +21,7 @@ from pipeline.graph.model import (
     FACT,
     IN,
     KNOWS,
+    MEMBER_OF,
     OBSERVED,
     OF,
     OWED_BY_REL,
@@ -136,24 +137,23 @@ LIMIT $limit
 def audience_filter(node: str) -> str:
     """Relationship memory may enter the target channel only if its audience could have heard it.
 
-    Evidence in the target channel itself, or in any group or public channel, is fine. Evidence
-    only in direct messages needs `dm_policy = 'same_people'` and every member of that DM (other
-    than the recalling agent) to be a member of the target channel. Members of a channel are the
-    participants with a SAID edge to one of its episodes or an OBSERVED edge from one of them:
-    the people who spoke there and the agents that remember it. Nobody else is known to be there,
-    so a silent listener does not count (the rule errs towards not telling).
+    Evidence in the target channel itself or in a public channel is fine. Evidence in a group
+    channel, or in a DM under `dm_policy = 'same_people'`, is fine when everyone in the target
+    channel (other than the recalling agent) is a member of that channel too; evidence only in
+    DMs under `never` stays in its DM. Members are the MEMBER_OF edges: everyone a turn listed,
+    spoken or not. A target channel with no members recorded admits nothing from elsewhere, so an
+    unknown audience errs towards not telling.
     """
     return f"""
   AND ($channel_key IS NULL OR EXISTS {{
     MATCH ({node})-[:{EVIDENCE}]->(:{EPISODE})-[:{IN}]->(src:{CHANNEL})
-    WHERE src.key = $channel_key OR src.kind <> 'dm'
-       OR ($dm_policy = 'same_people' AND NOT EXISTS {{
-            MATCH (src)<-[:{IN}]-(:{EPISODE})<-[:{SAID}|{OBSERVED}]-(member:{PARTICIPANT})
-            WHERE member.key <> $agent_key AND NOT EXISTS {{
-              MATCH (member)-[:{SAID}|{OBSERVED}]->(:{EPISODE})
-                    -[:{IN}]->(:{CHANNEL} {{key: $channel_key}})
-            }}
-          }})
+    WHERE src.key = $channel_key OR src.kind = 'public'
+       OR ((src.kind <> 'dm' OR $dm_policy = 'same_people')
+           AND EXISTS {{ (:{CHANNEL} {{key: $channel_key}})<-[:{MEMBER_OF}]-(:{PARTICIPANT}) }}
+           AND NOT EXISTS {{
+             MATCH (:{CHANNEL} {{key: $channel_key}})<-[:{MEMBER_OF}]-(member:{PARTICIPANT})
+             WHERE member.key <> $agent_key AND NOT EXISTS {{ (member)-[:{MEMBER_OF}]->(src) }}
+           }})
   }})
 """
 
@@ -417,6 +417,7 @@ CALL (hit) {{{_side(before=True)}
   UNION{_side(before=False)}
 }}
 WITH hit, n AS e
+WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.created_at < $until)
 {_EPISODE_FIELDS}, hit.key AS hit_key
 """
 

@@ -17,6 +17,7 @@ from pipeline.graph.model import (
     FACT,
     IN,
     KNOWS,
+    MEMBER_OF,
     OBSERVED,
     OWED_BY_REL,
     OWED_TO,
@@ -114,6 +115,17 @@ WITH c, row
 WHERE {_differs("c.kind", "row.kind")}
    OR (row.title IS NOT NULL AND {_differs("c.title", "row.title")})
 SET c.kind = row.kind, c.title = coalesce(row.title, c.title)
+"""
+
+# Who was listed in a turn of a channel, spoken or silent. Almost every row is already there;
+# the check before the MERGE keeps those rows to a read, since creating the edge write-locks the
+# participant and the channel, which every transaction of the channel shares.
+MERGE_MEMBERS: Final = f"""
+UNWIND $rows AS row
+MATCH (p:{PARTICIPANT} {{key: row.participant_key}})
+MATCH (c:{CHANNEL} {{key: row.channel_key}})
+WITH p, c WHERE NOT EXISTS {{ (p)-[:{MEMBER_OF}]->(c) }}
+MERGE (p)-[:{MEMBER_OF}]->(c)
 """
 
 # The first write of a message wins: a row whose (speaker, text) fingerprint differs from the
