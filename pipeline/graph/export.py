@@ -16,9 +16,10 @@ EXPORT_VERSION = 1
 
 
 def export_participant(graph: GraphStore, tenant: str, participant_id: str) -> dict[str, Any]:
-    """The participant, the messages they said, the facts about them or stated by them (with
-    provenance) and the commitments owed by or to them, in a fixed order; and the erasure
-    records naming them. A participant memsync holds nothing of gives empty lists."""
+    """The participant, the channels they were in, the messages they said, the facts about them
+    or stated by them (with provenance) and the commitments owed by or to them, in a fixed
+    order; and the erasure records naming them. A participant memsync holds nothing of gives
+    empty lists."""
     key = participant_key(tenant, participant_id)
     with graph.session(write=False) as session:
 
@@ -27,6 +28,7 @@ def export_participant(graph: GraphStore, tenant: str, participant_id: str) -> d
             person = tx.run(export_cypher.EXPORT_PARTICIPANT, key=key).single()
             return {
                 "participant": person["participant"] if person else None,
+                "channels": [r["channel"] for r in tx.run(export_cypher.EXPORT_CHANNELS, key=key)],
                 "episodes": [r["episode"] for r in tx.run(export_cypher.EXPORT_EPISODES, key=key)],
                 "facts": [
                     r["fact"] for r in tx.run(export_cypher.EXPORT_FACTS, key=key, agents=agents)

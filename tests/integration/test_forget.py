@@ -171,6 +171,7 @@ def test_forget_participant_while_the_worker_writes(
     assert exported.returncode == 0, exported.stderr
     data = json.loads(exported.stdout)
     assert data["participant"]["label"] == "Sarah (@sarah)"
+    assert [c["id"] for c in data["channels"]] == sorted([GROUP["id"], DM["id"]])
     assert [e["id"] for e in data["episodes"]] == ["g0", "g2", "g3", "g7", "g8", "g12", "d1", "d2"]
     assert {e["text"] for e in data["episodes"]} >= {"I prefer aisle seats"}
     values = {(f["predicate"], f["value"], f["about_you"]) for f in data["facts"]}
@@ -354,7 +355,7 @@ def test_forget_participant_while_the_worker_writes(
         run(settings, "export", "--participant", "u-sarah", "--tenant", tenant).stdout
     )
     assert empty["participant"] is None
-    assert empty["episodes"] == empty["facts"] == empty["commitments"] == []
+    assert empty["episodes"] == empty["facts"] == empty["commitments"] == empty["channels"] == []
     assert [e["runs"] for e in empty["erasures"]] == [2]
 
     # Errors: an unknown participant names it (exit 1); an agent or no subject is bad usage.

@@ -1,5 +1,5 @@
-"""Export's statements: a participant, the messages they said, and the memory about them, stated
-by them, or owed by or to them, each in a fixed order."""
+"""Export's statements: a participant, the channels they were in, the messages they said, and the
+memory about them, stated by them, or owed by or to them, each in a fixed order."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pipeline.graph.model import (
     EVIDENCE,
     FACT,
     IN,
+    MEMBER_OF,
     OBSERVED,
     PARTICIPANT,
     SAID,
@@ -23,6 +24,13 @@ EXPORT_PARTICIPANT: Final = f"""
 MATCH (p:{PARTICIPANT} {{key: $key}})
 RETURN {{id: p.id, kind: p.kind, display_name: p.display_name, handle: p.handle,
         label: p.label, anonymous: coalesce(p.anonymous, false), agent: p:{AGENT}}} AS participant
+"""
+
+# The channels they were listed in, spoken or not (the audience rule's record of them).
+EXPORT_CHANNELS: Final = f"""
+MATCH (:{PARTICIPANT} {{key: $key}})-[:{MEMBER_OF}]->(c:{CHANNEL})
+RETURN {{id: c.id, kind: c.kind, title: c.title}} AS channel
+ORDER BY c.id
 """
 
 EXPORT_EPISODES: Final = f"""
