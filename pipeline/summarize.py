@@ -10,7 +10,10 @@ lowest-priority lines first, oldest first within a priority:
     commitment (5) > decision (4) > identifier (3) > open question (2) > number/date (1)
 
 Commitments and decisions are what an agent is held to; identifiers cannot be guessed back;
-questions may be answered later; a bare number is the least useful out of context.
+questions may be answered later; a bare number is the least useful out of context. The
+commitments, decisions and identifiers of the turns being folded go last of all: a fold keeps
+every one of them unless they alone exceed the budget, and the summary forgets its older lines
+instead.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ PRIORITY: Final[dict[LineKind, int]] = {
     "question": 2,
     "number": 1,
 }
+
+# What a fold keeps of the turns it folds, before any older line of the summary.
+KEPT_WHEN_FOLDED: Final[frozenset[LineKind]] = frozenset({"commitment", "decision", "identifier"})
 
 # A pasted document is one "sentence": each line is cut here so one line never eats the budget.
 MAX_LINE_CHARS: Final = 400
@@ -217,13 +223,21 @@ def summary_lines(text: str | None) -> list[SummaryLine]:
     return lines
 
 
-def within_budget(lines: Sequence[SummaryLine], max_tokens: int) -> list[SummaryLine]:
+def within_budget(
+    lines: Sequence[SummaryLine], max_tokens: int, *, folded_from: int | None = None
+) -> list[SummaryLine]:
     """Drop the lowest-priority lines (oldest first within a priority) until the joined text
-    fits `max_tokens`; the rest keep their time order."""
+    fits `max_tokens`; the rest keep their time order. Commitments, decisions and identifiers
+    from `folded_from` on (the turns being folded) are dropped only after every other line."""
+
+    def kept_for(line: SummaryLine) -> tuple[bool, int, int]:
+        folded = folded_from is not None and line.order >= folded_from
+        return (folded and bool(KEPT_WHEN_FOLDED & set(line.kinds)), line.priority, line.order)
+
     budget_chars = max_tokens * 4
     total = sum(len(line.text) for line in lines) + max(len(lines) - 1, 0)
     dropped: set[int] = set()
-    for line in sorted(lines, key=lambda item: (item.priority, item.order)):
+    for line in sorted(lines, key=kept_for):
         if total <= budget_chars:
             break
         dropped.add(line.order)
@@ -239,6 +253,7 @@ class ExtractiveSummarizer:
 
     def fold(self, previous: str | None, episodes: Sequence[EpisodeText]) -> str:
         kept = summary_lines(previous)
+        folded_from = len(kept)
         seen = {line.text for line in kept}
         for line in episode_lines(episodes, start=len(kept)):
             if line.text not in seen:
@@ -253,7 +268,8 @@ class ExtractiveSummarizer:
             else line.model_copy(update={"text": _clip(line.text, limit)})
             for line in ordered
         ]
-        return "\n".join(line.text for line in within_budget(clipped, self.max_tokens))
+        fitted = within_budget(clipped, self.max_tokens, folded_from=folded_from)
+        return "\n".join(line.text for line in fitted)
 
     def rebuild(self, episodes: Sequence[EpisodeText]) -> str:
         return self.fold(None, episodes)

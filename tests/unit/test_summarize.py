@@ -159,6 +159,23 @@ def test_budget_is_respected_and_low_priority_lines_go_first() -> None:
     assert "Who is bringing the projector?" not in roomier
 
 
+def test_a_fold_keeps_every_commitment_and_identifier_it_folds_over_older_lines() -> None:
+    old = [ep(i, DEVON, f"I'll call supplier number {i} tomorrow.") for i in range(30)]
+    summarizer = ExtractiveSummarizer(200)
+    previous = summarizer.rebuild(old)
+    assert estimate_tokens(previous) > 150  # the summary is about full
+    new = [
+        ep(40, SARAH, "Your booking reference is XK4R9T and the flight is TP 1351."),
+        ep(41, DEVON, "Lovely, thanks!"),
+        ep(42, SARAH, "I'll send the Q3 forecast by Friday."),
+    ]
+    folded = summarizer.fold(previous, new)
+    assert estimate_tokens(folded) <= 200
+    assert "XK4R9T" in folded and "Q3 forecast" in folded
+    # Room was made by forgetting the oldest of the previous summary's lines.
+    assert "supplier number 0 " not in folded and "supplier number 29 " in folded
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(min_value=50, max_value=800), st.integers(min_value=0, max_value=10**6))
 def test_real_summaries_never_exceed_the_budget(max_tokens: int, pick: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from importlib.resources import files
 from pathlib import Path
 
@@ -13,10 +14,12 @@ from memsync.reading import Memory
 from memsync.settings import EMBED_QUEUE, Settings
 from pipeline.embedder import make_embedder
 from pipeline.graph.directory import grant_trust
+from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.reader import agent_commitments, agent_facts, list_agents, recall
 from pipeline.graph.schema import init_schema
 from pipeline.validate import validate_event
 from schemas.event import TurnEvent
+from schemas.keys import episode_key
 from workers.cli.display import describe_memory
 from workers.local import services
 from workers.worker import runtime
@@ -152,11 +155,24 @@ def _play(settings: Settings) -> int:
         what = "message" if kind == "dropped" else "agent"
         who = subject.removeprefix(f"{tenant}:")
         print(f"  {event_id:<8} {what:<8} {who:<10} {REASONS.get(reason, reason)}")
+    if settings.embedder != "none":
+        _wait_for_vectors(events)
     _show_reading(settings, tenant)
     if unfinished:
         print(f"\nnot finished in time: {', '.join(unfinished)}")
         return 1
     return 0
+
+
+def _wait_for_vectors(events: list[TurnEvent], timeout: float = 120.0) -> None:
+    """Wait (bounded) until the embed worker has caught up, so the recall below searches by
+    meaning as well as by keyword; say so when it has not."""
+    keys = [episode_key(e.tenant, e.channel.id, m.id) for e in events for m in e.messages]
+    deadline = time.monotonic() + timeout
+    while (left := pending_for_episodes(runtime.graph(), keys)) and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling the embed worker's backlog, bounded by the deadline
+    if left:
+        print(f"\n({left} memories still wait for vectors: recall finds those by keyword only)")
 
 
 def _show_reading(settings: Settings, tenant: str) -> None:
