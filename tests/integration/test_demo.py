@@ -4,14 +4,10 @@ context and a query's recall, each resting on the conversation's messages."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from memsync.settings import Settings
-from tests.integration.test_operations import ROOT
-from workers.cli.demo import worker_env
+from tests.integration.test_operations import cli
 from workers.local import services
 
 pytestmark = pytest.mark.integration
@@ -20,15 +16,7 @@ pytestmark = pytest.mark.integration
 def test_the_demo_ends_with_a_context_and_a_recall(
     worker: services.Service, settings: Settings
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workers.cli.main", "demo"],
-        env=worker_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
+    done = cli(settings, "demo", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     context_at = out.index("== what Travel Agent is told before answering in #ch-trip")

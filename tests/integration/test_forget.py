@@ -55,7 +55,7 @@ SARAHS_WORDS = ("(@sarah)", "aisle", "budget report", "green tea", "passport", "
 
 
 def run(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    done = cli(settings, *args, **env)
+    done = cli(settings, *args, timeout=120, **env)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 

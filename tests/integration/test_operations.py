@@ -29,13 +29,15 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def cli(
+    settings: Settings, *args: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "workers.cli.main", *args],
         env={**worker_env(settings), **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
         cwd=ROOT,
     )

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memsync.settings import Settings
 from pipeline.graph.store import GraphStore
-from workers.cli.demo import worker_env
+from tests.integration.test_operations import cli
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
@@ -29,15 +25,7 @@ def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
             "heartbeat_ttl": 2,
         }
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "workers.cli.main", "worker", "-n", "exit-test@%h"],
-        env=worker_env(own),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=ROOT,
-    )
+    done = cli(own, "worker", "-n", "exit-test@%h", timeout=180)
     output = done.stdout + done.stderr
     assert "Unrecoverable error" in output, output[-3000:]
     assert done.returncode != 0, output[-3000:]
