@@ -17,6 +17,7 @@ from schemas.records import (
     DroppedMessage,
     KnownParticipant,
     LabelKey,
+    ResolvedTurn,
     SyncJob,
     TrustDecision,
 )
@@ -48,6 +49,9 @@ class IngestOutcome(BaseModel):
 
     jobs: list[SyncJob]
     accounts: list[TurnAccount]
+    # Turns no agent will remember (every agent left out): only who was there is recorded. Not
+    # public ones: a public channel admits no memory from elsewhere whoever is listed in it.
+    unheard: list[ResolvedTurn] = []
     # Latest message times of agents that spoke, to record for the next idle check.
     spoke: LastSpoke = {}
 
@@ -97,8 +101,15 @@ def ingest_turns(
         )
         for t in trusted
     ]
+    jobs = fan_out(trusted, idle)
+    heard = {(job.tenant, job.event_id) for job in jobs}
     return IngestOutcome(
-        jobs=fan_out(trusted, idle),
+        jobs=jobs,
         accounts=accounts,
+        unheard=[
+            t.turn
+            for t in trusted
+            if (t.turn.tenant, t.turn.event_id) not in heard and t.turn.channel.kind != "public"
+        ],
         spoke=check.spoke if check is not None else {},
     )

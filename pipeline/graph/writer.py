@@ -16,7 +16,7 @@ from pipeline.graph.memoryrows import MemoryRows, plan_memory
 from pipeline.graph.store import GraphStore
 from pipeline.memorize import AgentMemory
 from schemas.keys import participant_key, scope_token
-from schemas.records import SyncJob
+from schemas.records import ResolvedTurn, SyncJob
 
 Rows = list[dict[str, Any]]
 
@@ -306,3 +306,54 @@ def verify_fact(graph: GraphStore, key: str) -> bool:
             lambda tx: tx.run(cypher.VERIFY_FACT, key=key).single(strict=True)["verified"]
         )
     return bool(found)
+
+
+def plan_audience(turns: Sequence[ResolvedTurn]) -> SyncBatch:
+    """Rows recording who was listed in turns no agent remembers: bare participants and
+    channels, and their membership, so the audience rule knows everyone who was there."""
+    participants: dict[str, dict[str, Any]] = {}
+    channels: dict[str, dict[str, Any]] = {}
+    members: set[tuple[str, str]] = set()
+    for turn in turns:
+        channels[turn.channel.key] = {
+            "key": turn.channel.key,
+            "tenant": turn.tenant,
+            "id": turn.channel.id,
+            "kind": turn.channel.kind,
+            "title": turn.channel.title,
+        }
+        for p in turn.participants:
+            participants[p.key] = {"key": p.key, "tenant": turn.tenant, "id": p.id, "kind": p.kind}
+            members.add((p.key, turn.channel.key))
+    return SyncBatch(
+        participants=[participants[k] for k in sorted(participants)],
+        agents=sorted(k for k, row in participants.items() if row["kind"] == "agent"),
+        owners=[],
+        channels=[channels[k] for k in sorted(channels)],
+        members=[{"participant_key": who, "channel_key": where} for who, where in sorted(members)],
+        episodes=[],
+        observed=[],
+    )
+
+
+def write_audience(graph: GraphStore, turns: Sequence[ResolvedTurn]) -> int:
+    """Record who was listed in turns no agent remembers (one transaction); the count of
+    memberships asked for. Safe to rerun; a forgotten participant is not brought back."""
+    batch = plan_audience(turns)
+    if batch.members:
+        with graph.session() as session:
+            session.execute_write(_write_audience, batch)
+    return len(batch.members)
+
+
+def _write_audience(tx: neo4j.ManagedTransaction, batch: SyncBatch) -> None:
+    erased = erased_participants(tx, [row["key"] for row in batch.participants])
+    tx.run(
+        cypher.MERGE_LISTED, rows=[r for r in batch.participants if r["key"] not in erased]
+    ).consume()
+    tx.run(cypher.MARK_AGENTS, keys=[k for k in batch.agents if k not in erased]).consume()
+    tx.run(cypher.MERGE_LISTED_CHANNELS, rows=batch.channels).consume()
+    tx.run(
+        cypher.MERGE_MEMBERS,
+        rows=[r for r in batch.members if r["participant_key"] not in erased],
+    ).consume()

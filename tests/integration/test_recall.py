@@ -36,6 +36,9 @@ CH_C = {"id": "ch-c", "kind": "group", "title": "Finance only"}
 DM = {"id": "dm-sarah", "kind": "dm"}
 CH_S = {"id": "ch-s", "kind": "group", "title": "Sarah's plans"}
 CH_Q = {"id": "ch-q", "kind": "group", "title": "Trip chat"}
+CH_E = {"id": "ch-e", "kind": "group", "title": "Trip with Eve"}
+# Nobody vouched for Eve: a turn she is in leaves the agent out and is remembered by nobody.
+EVE = {"id": "u-eve", "kind": "human", "display_name": "Eve", "handle": "eve"}
 
 
 def turns(tenant: str) -> list[Any]:
@@ -97,6 +100,20 @@ def turns(tenant: str) -> list[Any]:
             CH_Q,
             [SARAH, DEVON, TRAVEL],
             [msg("q1", "user", "u-sarah", "Looking forward to the trip", 12)],
+        ),
+        event(
+            tenant,
+            "ev-e1",
+            CH_E,
+            [SARAH, TRAVEL],
+            [msg("e1", "user", "u-sarah", "Shall we plan the museum day?", 13)],
+        ),
+        event(
+            tenant,
+            "ev-e2",
+            CH_E,
+            [SARAH, EVE, TRAVEL],
+            [msg("e2", "user", "u-eve", "Hi both, I just joined", 14)],
         ),
     ]
 
@@ -217,8 +234,9 @@ def test_a_dm_fact_stays_out_of_group_channels_unless_policy_allows(
     assert allergy in facts(
         ask(graph, world, "same_people", query="peanuts allergy", channel_id="ch-s")
     )
-    # ...but Devon was not: not where he spoke (ch-a, ch-b), nor where he only listens (ch-q).
-    for channel in ("ch-a", "ch-b", "ch-q"):
+    # ...but Devon was not: not where he spoke (ch-a, ch-b), nor where he only listens (ch-q);
+    # nor was Eve, in ch-e in a turn nobody remembers.
+    for channel in ("ch-a", "ch-b", "ch-q", "ch-e"):
         assert allergy not in facts(
             ask(graph, world, "same_people", query="peanuts allergy", channel_id=channel)
         ), channel
@@ -239,6 +257,8 @@ def test_a_group_fact_reaches_only_channels_whose_members_all_heard_it(
     aisle = "Sarah (@sarah) prefers aisle seat"
     assert aisle in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-b"))
     assert aisle in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-s"))
+    # Eve is in ch-e now (from a turn the agent was left out of) and never heard ch-a.
+    assert aisle not in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-e"))
     assert aisle not in facts(ask(graph, world, query="Sarah aisle seat", channel_id="ch-unseen"))
 
 

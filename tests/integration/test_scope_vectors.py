@@ -28,6 +28,7 @@ CHANNELS: dict[str, tuple[str, list[dict[str, Any]]]] = {
     "ch-a": ("group", [DEVON, SARAH, TRAVEL]),
     "ch-b": ("group", [DEVON, TRAVEL]),
     "dm-sarah": ("dm", [SARAH, TRAVEL]),
+    "ch-pub": ("public", [DEVON, TRAVEL]),
 }
 LINES = (
     ("ch-a", "u-sarah", "Which hotel did we pick for Lisbon?"),
@@ -35,6 +36,7 @@ LINES = (
     ("ch-b", "u-devon", "The seat on the night train was broken"),
     ("ch-b", "u-devon", "I am allergic to shellfish"),
     ("dm-sarah", "u-sarah", "I am allergic to peanuts"),
+    ("ch-pub", "u-devon", "Hello from the open lounge"),
 )
 SHELLFISH = "Devon (@devon)'s allergy is shellfish"
 PEANUTS = "Sarah (@sarah)'s allergy is peanuts"
@@ -113,6 +115,11 @@ def test_meaning_keeps_to_the_scope(graph: GraphStore, embedder: Embedder, mode:
             )
         assert SHELLFISH in shown(
             ask(reader, embedder, ours, "shellfish allergy", mode=mode, channel_id="ch-b")
+        )
+        # Devon, the lounge's only other member, heard it, but a public channel's readers are
+        # not all known.
+        assert SHELLFISH not in shown(
+            ask(reader, embedder, ours, "shellfish allergy", mode=mode, channel_id="ch-pub")
         )
         # Another tenant with the same ids and words is never proposed.
         other = ask(reader, embedder, theirs, "peanut allergy", mode=mode)

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.fanout import fan_out
 from pipeline.filter import filter_turns
-from pipeline.graph.writer import plan_batch
+from pipeline.graph.writer import plan_audience, plan_batch
 from pipeline.ingest import ingest_turns
 from pipeline.resolve import names_needed, resolve_speakers
 from pipeline.trust import ChannelTrustPolicy, TrustMode, check_trust
@@ -263,6 +263,28 @@ def test_ingest_counts() -> None:
     }
     assert [a.kept for a in outcome.accounts] == [2, 2]
     assert {j.agent.id for j in outcome.jobs} == {"a-chef", "a-travel"}
+    # The anonymous human left Travel out of e-anon, its only agent: nobody remembers it.
+    assert [t.event_id for t in outcome.unheard] == ["e-anon"]
+
+
+def test_the_audience_of_an_unheard_turn_is_planned_bare() -> None:
+    group = event([msg("m-1", "u-devon", "hi")], [DEVON, ANON, TRAVEL], event_id="e-group")
+    lobby = event([msg("m-1", "u-devon", "hi")], [DEVON, TRAVEL], kind="public", channel="ch-2")
+    # Neither is remembered; a public channel's audience is not recorded (it admits nothing).
+    (turn,) = ingest_turns([group, lobby], {}, ChannelTrustPolicy()).unheard
+    batch = plan_audience([turn, turn])
+    keys = sorted(participant_key("acme", p["id"]) for p in (DEVON, ANON, TRAVEL))
+    # Keys, tenant, id and kind only: a turn nobody remembers renames nobody.
+    assert batch.participants == [
+        {"key": k, "tenant": "acme", "id": k.split(":")[1], "kind": kind}
+        for k, kind in zip(keys, ("agent", "human", "human"), strict=True)
+    ]
+    assert batch.agents == [participant_key("acme", "a-travel")]
+    assert [row["kind"] for row in batch.channels] == ["group"]
+    assert batch.members == [
+        {"participant_key": k, "channel_key": channel_key("acme", "ch-1")} for k in keys
+    ]
+    assert batch.episodes == batch.observed == []
 
 
 def test_plan_batch_dedupes_and_sorts_overlapping_events() -> None:

@@ -15,7 +15,7 @@ from memsync.message import payload_repr
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
 from pipeline.activity import Activity, activity_pairs
 from pipeline.errors import PoisonPayload, RetryableError
-from pipeline.graph.writer import write_sync_jobs
+from pipeline.graph.writer import write_audience, write_sync_jobs
 from pipeline.ingest import IngestOutcome, ingest_turns
 from pipeline.memorize import memorize
 from pipeline.resolve import labels_needed, names_needed
@@ -117,7 +117,12 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         jobs=[job for part in planned for job in part.jobs],
         accounts=[account for part in planned for account in part.accounts],
         spoke={pair: at for part in planned for pair, at in part.spoke.items()},
+        unheard=[turn for part in planned for turn in part.unheard],
     )
+    if outcome.unheard:
+        # Before the ledger calls these turns done: who was there is on record by then.
+        with _stage("audience"):
+            write_audience(runtime.graph(), outcome.unheard)
     # Expectations are recorded before any sync is sent, so progress never looks finished early.
     with _stage("account"):
         briefly(runtime.ledger().accept, outcome.accounts)

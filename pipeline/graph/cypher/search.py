@@ -141,15 +141,18 @@ def audience_filter(node: str) -> str:
     channel, or in a DM under `dm_policy = 'same_people'`, is fine when everyone in the target
     channel (other than the recalling agent) is a member of that channel too; evidence only in
     DMs under `never` stays in its DM. Members are the MEMBER_OF edges: everyone a turn listed,
-    spoken or not. A target channel with no members recorded admits nothing from elsewhere, so an
-    unknown audience errs towards not telling.
+    spoken or not. A public target channel, whose readers are not all known, and one with no
+    members recorded admit nothing from elsewhere: an unknown audience errs towards not telling.
     """
     return f"""
   AND ($channel_key IS NULL OR EXISTS {{
     MATCH ({node})-[:{EVIDENCE}]->(:{EPISODE})-[:{IN}]->(src:{CHANNEL})
     WHERE src.key = $channel_key OR src.kind = 'public'
        OR ((src.kind <> 'dm' OR $dm_policy = 'same_people')
-           AND EXISTS {{ (:{CHANNEL} {{key: $channel_key}})<-[:{MEMBER_OF}]-(:{PARTICIPANT}) }}
+           AND EXISTS {{
+             MATCH (target:{CHANNEL} {{key: $channel_key}})<-[:{MEMBER_OF}]-(:{PARTICIPANT})
+             WHERE target.kind <> 'public'
+           }}
            AND NOT EXISTS {{
              MATCH (:{CHANNEL} {{key: $channel_key}})<-[:{MEMBER_OF}]-(member:{PARTICIPANT})
              WHERE member.key <> $agent_key AND NOT EXISTS {{ (member)-[:{MEMBER_OF}]->(src) }}

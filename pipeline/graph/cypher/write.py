@@ -128,6 +128,20 @@ WITH p, c WHERE NOT EXISTS {{ (p)-[:{MEMBER_OF}]->(c) }}
 MERGE (p)-[:{MEMBER_OF}]->(c)
 """
 
+# Who was listed in a turn no agent remembers, kept only as the channel's audience: a node is
+# created bare when new and never renamed or re-kinded, since such a turn teaches nothing.
+MERGE_LISTED: Final = f"""
+UNWIND $rows AS row
+MERGE (p:{PARTICIPANT} {{key: row.key}})
+ON CREATE SET p.tenant = row.tenant, p.id = row.id, p.kind = row.kind
+"""
+
+MERGE_LISTED_CHANNELS: Final = f"""
+UNWIND $rows AS row
+MERGE (c:{CHANNEL} {{key: row.key}})
+ON CREATE SET c.tenant = row.tenant, c.id = row.id, c.kind = row.kind, c.title = row.title
+"""
+
 # The first write of a message wins: a row whose (speaker, text) fingerprint differs from the
 # stored one adds no SAID or IN edge and is returned, so nobody is credited with text they never
 # saw. An episode stored before fingerprints counts as the same when its text and speaker match.
