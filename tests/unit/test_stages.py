@@ -273,7 +273,7 @@ def test_the_audience_of_an_unheard_turn_is_planned_bare() -> None:
     # Neither is remembered; a public channel's audience is not recorded (it admits nothing).
     (turn,) = ingest_turns([group, lobby], {}, ChannelTrustPolicy()).unheard
     batch = plan_audience([turn, turn])
-    keys = sorted(participant_key("acme", p["id"]) for p in (DEVON, ANON, TRAVEL))
+    keys = sorted(participant_key("acme", who) for who in ("u-devon", "u-anon-9", "a-travel"))
     # Keys, tenant, id and kind only: a turn nobody remembers renames nobody.
     assert batch.participants == [
         {"key": k, "tenant": "acme", "id": k.split(":")[1], "kind": kind}
