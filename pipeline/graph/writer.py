@@ -16,7 +16,7 @@ from pipeline.graph.memoryrows import MemoryRows, plan_memory
 from pipeline.graph.store import GraphStore
 from pipeline.memorize import AgentMemory
 from schemas.keys import participant_key, scope_token
-from schemas.records import ResolvedTurn, SyncJob
+from schemas.records import ChannelRef, ResolvedTurn, SyncJob
 
 Rows = list[dict[str, Any]]
 
@@ -109,13 +109,7 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
                         "owner_id": p.owner_id,
                         "tenant": job.tenant,
                     }
-        channels[job.channel.key] = {
-            "key": job.channel.key,
-            "tenant": job.tenant,
-            "id": job.channel.id,
-            "kind": job.channel.kind,
-            "title": job.channel.title,
-        }
+        channels[job.channel.key] = _channel_row(job.tenant, job.channel)
         members.update((p.key, job.channel.key) for p in job.participants)
         seen: list[str] = []
         terms = [scope_token("channel", job.channel.key), scope_token("agent", job.agent.key)]
@@ -172,6 +166,16 @@ def plan_batch(jobs: Sequence[SyncJob], synced_at: datetime | None = None) -> Sy
 
 
 Pair = tuple[str, str]
+
+
+def _channel_row(tenant: str, channel: ChannelRef) -> dict[str, Any]:
+    return {
+        "key": channel.key,
+        "tenant": tenant,
+        "id": channel.id,
+        "kind": channel.kind,
+        "title": channel.title,
+    }
 
 
 def settle(
@@ -315,13 +319,7 @@ def plan_audience(turns: Sequence[ResolvedTurn]) -> SyncBatch:
     channels: dict[str, dict[str, Any]] = {}
     members: set[tuple[str, str]] = set()
     for turn in turns:
-        channels[turn.channel.key] = {
-            "key": turn.channel.key,
-            "tenant": turn.tenant,
-            "id": turn.channel.id,
-            "kind": turn.channel.kind,
-            "title": turn.channel.title,
-        }
+        channels[turn.channel.key] = _channel_row(turn.tenant, turn.channel)
         for p in turn.participants:
             participants[p.key] = {"key": p.key, "tenant": turn.tenant, "id": p.id, "kind": p.kind}
             members.add((p.key, turn.channel.key))
