@@ -442,7 +442,7 @@ def top1_rate(result: Result) -> float:
 
 
 def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
-    """Print one corpus's table (overall, then recall@10 per agent) and return it as JSON."""
+    """Print one corpus's table (overall, then recall@1/5/10 per agent) and return it as JSON."""
     print(f"\n{corpus.name}: {len(corpus.cases)} questions ({'; '.join(corpus.notes)})")
     heads = " ".join(f"{'R@' + str(k):>6}" for k in CUTOFFS)
     print(f"{'retriever':<12} {'top-1 item':>10} {'size':>5} {heads} {'MRR':>6} {'ms/q':>6}")
@@ -482,11 +482,13 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
             print(f"  {name:<12}                 " + "  ".join(f"{v:>10.3f}" for v in row))
             figures[name]["per_kind"] = {k: score(by_kind[k]).as_json() for k in kinds}
     if len(agents) > 1:
-        print(f"recall@{BUDGET} per agent: " + "  ".join(f"{a:>6}" for a in agents))
+        cells = [f"{a + ' R@' + str(k):>12}" for a in agents for k in CUTOFFS]
+        print("recall per agent:" + " ".join(cells))
         for name, result in results.items():
             if result.error is None:
-                row = [score(result.needed.get(a, [])).recall[BUDGET] for a in agents]
-                print(f"  {name:<12}               " + "  ".join(f"{v:>6.3f}" for v in row))
+                per_agent = [score(result.needed.get(a, [])) for a in agents]
+                row = [s.recall[k] for s in per_agent for k in CUTOFFS]
+                print(f"  {name:<15}" + " ".join(f"{v:>12.3f}" for v in row))
     return figures
 
 
