@@ -166,27 +166,32 @@ def context_scores(
 @dataclass(frozen=True)
 class Unit:
     """A candidate for the budget: one message (`message` set) or a distilled item, with the
-    platform message ids it costs."""
+    platform message ids it costs. `found`: a retriever returned it (False for a message
+    fetched only as a neighbour)."""
 
     key: str
     score: float
     evidence: tuple[str, ...]
     message: Passage | None = None
+    found: bool = True
 
 
 def select(units: Iterable[Unit], budget: int) -> list[Unit]:
     """The best units whose messages fit in `budget`, best first (ties by key, for stability).
 
     A unit costs its evidence not already counted, at least one message when it rests on none;
-    one that does not fit is skipped for smaller ones. A unit scoring nothing (fetched as a
-    neighbour, but past a pause from every match) is not taken, however much budget is left.
+    one that does not fit is skipped for smaller ones. A neighbour that scores nothing (past a
+    pause from every match) is not taken, however much budget is left; a retriever's own
+    weakest candidate may score nothing too (it stands for "not retrieved") and is still taken.
     """
     chosen: list[Unit] = []
     used: set[str] = set()
     left = budget
     for unit in sorted(units, key=lambda u: (-u.score, u.key)):
-        if left <= 0 or unit.score <= 0:
+        if left <= 0:
             break
+        if unit.score <= 0 and not unit.found:
+            continue
         cost = len(set(unit.evidence) - used) if unit.evidence else 1
         if cost > left:
             continue

@@ -163,7 +163,10 @@ def _answer(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
     scores = context_scores(relevance, stretches, query.neighbours)
-    units = [Unit(key, scores[key], (p.id,), message=p) for key, p in passages.items()]
+    units = [
+        Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
+        for key, p in passages.items()
+    ]
     units += [
         # A summary row has no evidence column (it rests on no single message).
         Unit(key, score, tuple(rows[key][1].get("evidence") or ()))

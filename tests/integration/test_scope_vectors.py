@@ -1,11 +1,13 @@
 """Scopes hold on the paths that search by meaning too (Neo4j's cosine and the reader's vector
 cache), on a real Neo4j: another channel's thread memory, a DM fact, a fact learnt in a group
-someone here never joined, and another tenant never come back, though each matches best."""
+someone here never joined, and another tenant never come back, though each matches best. And
+hybrid recall finds by keyword what has no vector of the query's model yet."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -126,3 +128,33 @@ def test_meaning_keeps_to_the_scope(graph: GraphStore, embedder: Embedder, mode:
         assert other and all(of(theirs, i.key) for i in other), other
         mine = ask(reader, embedder, ours, "peanut allergy", mode=mode)
         assert all(of(ours, i.key) for i in mine), mine
+
+
+@dataclasses.dataclass(frozen=True)
+class Unembedded:
+    """The suite's embedder under another model name: no stored vector is of its model, as if
+    the embed workers had not caught up with anything yet."""
+
+    inner: Embedder
+
+    @property
+    def model(self) -> str:
+        return f"{self.inner.model}+not-yet"
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed(texts)
+
+
+def test_recall_finds_by_keyword_before_vectors_catch_up(
+    graph: GraphStore, embedder: Embedder
+) -> None:
+    tenant = f"sv{uuid.uuid4().hex[:12]}"
+    write_open(graph, events(tenant))
+    behind = Unembedded(embedder)
+    found = shown(ask(graph, behind, tenant, "shellfish allergy", mode="hybrid"))
+    assert SHELLFISH in found and "m3" in found
+    assert found == shown(ask(graph, behind, tenant, "shellfish allergy", mode="keyword"))

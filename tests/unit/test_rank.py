@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -105,10 +106,12 @@ def test_the_budget_counts_messages_and_skips_what_does_not_fit() -> None:
     assert [u.key for u in select(units, 2)] == ["k01", "k05"]
 
 
-def test_what_scores_nothing_is_not_taken_to_fill_the_budget() -> None:
-    # k09 was fetched as a neighbour of k01, but a pause parts them: nothing points to it.
-    units = [message(1, 1.0), message(9, 0.0), Unit("f", 0.0, ("m4",))]
-    assert [u.key for u in select(units, 10)] == ["k01"]
+def test_a_neighbour_that_scores_nothing_is_not_taken_to_fill_the_budget() -> None:
+    # k09 was fetched as a neighbour of k01, but a pause parts them: nothing points to it. k05
+    # is a retriever's weakest candidate, which scores 0 but was found.
+    lone = dataclasses.replace(message(9, 0.0), found=False)
+    weakest = message(5, 0.0)
+    assert [u.key for u in select([message(1, 1.0), lone, weakest], 10)] == ["k01", "k05"]
 
 
 def test_an_item_without_evidence_costs_one() -> None:
