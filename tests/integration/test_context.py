@@ -71,7 +71,10 @@ def turns(tenant: str) -> list[Any]:
             "ev-d",
             DM,
             [SARAH, TRAVEL],
-            [msg("d1", "user", "u-sarah", "I am allergic to peanuts", 7)],
+            [
+                msg("d1", "user", "u-sarah", "I am allergic to peanuts", 7),
+                msg("d2", "user", "u-sarah", "I'll send you my passport scan by Monday", 8),
+            ],
         ),
         event(
             tenant,
@@ -191,17 +194,24 @@ def test_another_channels_thread_memory_never_appears(graph: GraphStore, world: 
 
 
 def test_a_dm_fact_follows_the_policy(graph: GraphStore, world: World) -> None:
-    assert ALLERGY in fact_texts(context(graph, world, "dm-sarah"))
+    in_dm = context(graph, world, "dm-sarah")
+    assert ALLERGY in fact_texts(in_dm)
+    # A commitment learnt there follows the same rule (a4, Devon's promise to Sarah in ch-a,
+    # may enter anywhere she alone is present: she heard it).
+    assert sorted(c.evidence for c in in_dm.commitments) == [["a4"], ["d2"]]
     assert ALLERGY not in fact_texts(context(graph, world, "ch-a"))
     assert ALLERGY not in fact_texts(context(graph, world, "ch-s"))
+    assert [c.evidence for c in context(graph, world, "ch-s").commitments] == [["a4"]]
     assert ALLERGY not in rendered(context(graph, world, "ch-a", query="peanuts allergy"))
     # same_people: everyone here in ch-s (Sarah) was in the DM...
     allowed = context(graph, world, "ch-s", dm_policy="same_people")
     fact = next(f for f in allowed.facts if f.text == ALLERGY)
     assert fact.learnt_in == ["dm-sarah"]
+    assert sorted(c.evidence for c in allowed.commitments) == [["a4"], ["d2"]]
     # ...but Devon, in ch-a with her, was not: it stays out there, even asked for by name.
     strict = context(graph, world, "ch-a", query="peanuts allergy", dm_policy="same_people")
     assert ALLERGY not in fact_texts(strict) and ALLERGY not in rendered(strict)
+    assert "passport" not in rendered(context(graph, world, "ch-a", dm_policy="same_people"))
 
 
 def test_a_group_fact_enters_only_where_everyone_heard_it(graph: GraphStore, world: World) -> None:
