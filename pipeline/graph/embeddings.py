@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import neo4j
@@ -16,7 +17,7 @@ from pipeline.embedder import Embedder, labelled
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import embed as embed_cypher
 from pipeline.graph.model import VECTOR_INDEXES
-from pipeline.graph.store import GraphStore
+from pipeline.graph.store import GraphStore, instant
 
 EMBEDDED_LABELS = embed_cypher.EMBEDDED_LABELS
 
@@ -126,6 +127,14 @@ def backlog(graph: GraphStore) -> dict[str, int]:
             record = session.run(embed_cypher.BACKLOG[label]).single(strict=True)
             counts[label] = int(record["pending"])
     return counts
+
+
+def oldest_waiting(graph: GraphStore) -> datetime | None:
+    """When the episode waiting longest for a vector was written: how far embedding lags."""
+    with graph.session(write=False) as session:
+        record = session.run(embed_cypher.OLDEST_WAITING).single(strict=True)
+    oldest: int | None = record["oldest"]
+    return instant(oldest)
 
 
 def pending_for_episodes(graph: GraphStore, episode_keys: Sequence[str]) -> int:

@@ -128,6 +128,7 @@ def test_emitted_turns_are_embedded_and_found_by_meaning(
     assert shown["embed.model"] == embedder.model
     assert shown["embed.context"] == ("on" if settings.embed_context else "off")
     assert {f"embed.backlog.{label}" for label in VECTOR_INDEXES} <= shown.keys()
+    assert isinstance(shown["embed.lag_seconds"], float) and shown["embed.lag_seconds"] >= 0
 
 
 def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(

@@ -8,11 +8,13 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from pipeline.embedder import Embedder
+from pipeline.graph.embeddings import oldest_waiting
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from pipeline.graph.vectorcache import VectorCache
@@ -154,6 +156,9 @@ def test_recall_finds_by_keyword_before_vectors_catch_up(
 ) -> None:
     tenant = f"sv{uuid.uuid4().hex[:12]}"
     write_open(graph, events(tenant))
+    # Its messages wait for vectors now, so the embedding lag has a start.
+    waiting = oldest_waiting(graph)
+    assert waiting is not None and waiting <= datetime.now(UTC)
     behind = Unembedded(embedder)
     found = shown(ask(graph, behind, tenant, "shellfish allergy", mode="hybrid"))
     assert SHELLFISH in found and "m3" in found

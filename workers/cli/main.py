@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,7 +257,7 @@ def _services(args: argparse.Namespace, settings: Settings) -> int:
 
 def _stats(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.embedder import make_embedder
-    from pipeline.graph.embeddings import backlog
+    from pipeline.graph.embeddings import backlog, oldest_waiting
 
     counters: dict[str, Any] = runtime.ledger().stats()
     # The embedding lag: nodes written but not yet embedded (recall is keyword-only for them).
@@ -270,6 +271,10 @@ def _stats(args: argparse.Namespace, settings: Settings) -> int:
         try:
             for label, waiting in backlog(runtime.graph()).items():
                 counters[f"embed.backlog.{label}"] = waiting
+            # The lag as time: how long the oldest waiting message has waited (0: none waits).
+            oldest = oldest_waiting(runtime.graph())
+            waited = 0.0 if oldest is None else (datetime.now(UTC) - oldest).total_seconds()
+            counters["embed.lag_seconds"] = round(max(0.0, waited), 1)
         except Exception as exc:  # the counters above are still worth printing
             problem = exc
     if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from pipeline.graph.cypher.adjacency import adjacent
+from pipeline.graph.cypher.instant import micros
 from pipeline.graph.model import (
     AGENT,
     COMMITMENT,
@@ -90,6 +91,18 @@ BACKLOG: Final = {
     label: f"MATCH (n:{label}) WHERE n.embed_pending = true RETURN count(n) AS pending"
     for label in EMBEDDED_LABELS
 }
+
+# When the episode waiting longest for a vector was written (or last gained an observer, which
+# sends it back to wait), in microseconds; null when none waits. Reads every waiting episode.
+OLDEST_WAITING: Final = f"""
+MATCH (e:{EPISODE}) WHERE e.embed_pending = true
+CALL (e) {{
+  MATCH (e)<-[o:{OBSERVED}]-()
+  RETURN max(o.synced_at) AS written
+}}
+WITH min(written) AS oldest
+RETURN {micros("oldest")} AS oldest
+"""
 
 # Of these episode keys, how many (with the facts and commitments citing them) still wait.
 PENDING_FOR_EPISODES: Final = f"""
