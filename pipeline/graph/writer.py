@@ -334,24 +334,19 @@ def plan_audience(turns: Sequence[ResolvedTurn]) -> SyncBatch:
     )
 
 
-def write_audience(graph: GraphStore, turns: Sequence[ResolvedTurn]) -> int:
-    """Record who was listed in turns no agent remembers (one transaction); the count of
-    memberships asked for. Safe to rerun; a forgotten participant is not brought back."""
+def write_audience(graph: GraphStore, turns: Sequence[ResolvedTurn]) -> None:
+    """Record who was listed in turns no agent remembers, in one transaction. Safe to rerun; a
+    forgotten participant is not brought back."""
     batch = plan_audience(turns)
     if batch.members:
         with graph.session() as session:
             session.execute_write(_write_audience, batch)
-    return len(batch.members)
 
 
 def _write_audience(tx: neo4j.ManagedTransaction, batch: SyncBatch) -> None:
     erased = erased_participants(tx, [row["key"] for row in batch.participants])
-    tx.run(
-        cypher.MERGE_LISTED, rows=[r for r in batch.participants if r["key"] not in erased]
-    ).consume()
-    tx.run(cypher.MARK_AGENTS, keys=[k for k in batch.agents if k not in erased]).consume()
+    batch, _ = without_erased(batch, plan_memory([]), erased)
+    tx.run(cypher.MERGE_LISTED, rows=batch.participants).consume()
+    tx.run(cypher.MARK_AGENTS, keys=batch.agents).consume()
     tx.run(cypher.MERGE_LISTED_CHANNELS, rows=batch.channels).consume()
-    tx.run(
-        cypher.MERGE_MEMBERS,
-        rows=[r for r in batch.members if r["participant_key"] not in erased],
-    ).consume()
+    tx.run(cypher.MERGE_MEMBERS, rows=batch.members).consume()

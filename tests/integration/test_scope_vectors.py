@@ -73,12 +73,13 @@ def events(tenant: str) -> list[Any]:
     return out
 
 
-def ask(graph: GraphStore, embedder: Embedder, tenant: str, text: str, **fields: Any) -> list[Any]:
+def ask(
+    graph: GraphStore, embedder: Embedder, tenant: str, text: str, **fields: Any
+) -> list[RecallItem]:
     query = RecallQuery.model_validate(
         {"tenant": tenant, "agent_id": "a-travel", "query": text, "limit": 5, **fields}
     )
-    items: list[RecallItem] = recall(graph, query, embedder=embedder, dm_policy="never")
-    return items
+    return recall(graph, query, embedder=embedder, dm_policy="never")
 
 
 def of(tenant: str, key: str) -> bool:
