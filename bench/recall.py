@@ -1,6 +1,6 @@
 """Recall quality: does an agent's memory find the message that answers a question?
 
-Three sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
+Five sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
 channel of named humans observed by one or two synthetic agents, scenes spread over a few agents
 so each agent's memory holds many scenes; each question is searched across the whole memory of
 every agent that observed its scene, and its gold evidence is the answering utterance(s). The
@@ -9,10 +9,12 @@ distractors, and questions that share few words with the answer. The customer-me
 (bench/data/customer_memory.jsonl, written blind, the same shape): customer-service
 conversations of 8-14 messages, each stating several details of the same kinds, and the
 question an assistant would later ask its memory about that customer (the issue's top-1
-target is for such questions). The long-conversation set (bench/data/long_conversations.jsonl,
-written blind; bench/longconv.py): six conversations of two people over twelve sittings each,
-about 220 messages, with questions whose evidence is every message stating the answer; its
-conversations alternate between the dev and test halves (`--split`).
+target is for such questions); a second such set by another blind author
+(bench/data/customer_memory_b.jsonl), held out since the first was used in design. The
+long-conversation set (bench/data/long_conversations.jsonl, written blind; bench/longconv.py):
+six conversations of two people over twelve sittings each, about 220 messages, with questions
+whose evidence is every message stating the answer; its conversations alternate between the
+dev and test halves (`--split`).
 
 Memory is written in-process through the real stages and the graph writer (no Celery: this
 measures the read side) into a private Neo4j, then embedded. Retrievers, side by side: the
@@ -25,7 +27,7 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--sets friends,paraphrases,customer,long] [--json [PATH]]`
+[--one-channel] [--sets friends,paraphrases,customer,customer-b,long] [--json [PATH]]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -68,9 +70,13 @@ from tests.datasets import (
 
 PARAPHRASES = Path(__file__).resolve().parent / "data" / "paraphrases.jsonl"
 CUSTOMER_MEMORY = Path(__file__).resolve().parent / "data" / "customer_memory.jsonl"
+# A second customer-memory set by another blind author, written after the first had been used
+# to design ranking (so the first is in-sample since 2026-12-04; this one is held out).
+CUSTOMER_MEMORY_B = Path(__file__).resolve().parent / "data" / "customer_memory_b.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
+CUSTOMER_B_TENANT = "bench-customer-b"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
@@ -79,7 +85,7 @@ GRAPH_MODES = ("keyword", "vector", "hybrid")
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 SPLITS = ("dev", "test", "all")
-SETS = ("friends", "paraphrases", "customer", "long")
+SETS = ("friends", "paraphrases", "customer", "customer-b", "long")
 
 Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
 
@@ -538,6 +544,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "paraphrases": paraphrase_corpus,
         "customer": lambda: paraphrase_corpus(
             CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT
+        ),
+        "customer-b": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_B, "customer memory B (blind, held out)", CUSTOMER_B_TENANT
         ),
         "long": lambda: long_corpus(args.split),
     }

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.rank import (
+    MAX_WINDOW,
     NEIGHBOUR_SHARE,
     Passage,
     Unit,
@@ -18,6 +19,7 @@ from pipeline.rank import (
     normalise,
     runs,
     select,
+    split_run,
 )
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -153,3 +155,28 @@ def test_every_message_shown_fits_the_budget() -> None:
     assert sum(len(s.evidence) for s in shown) <= 7
     assert [s.score for s in shown] == sorted((s.score for s in shown), reverse=True)
     assert shown[0].evidence == ("m4", "m5", "m6")
+
+
+def test_a_long_run_is_cut_around_its_best_message() -> None:
+    # Ten chosen messages in a row: shown as windows of at most MAX_WINDOW, the best message's
+    # own window first, grown towards its better-scoring neighbours.
+    stretches = [[f"k{n:02d}" for n in range(1, 11)]]
+    scores = [0.1, 0.2, 0.3, 0.2, 0.4, 0.9, 0.5, 0.45, 0.1, 0.05]
+    units = [message(n, score) for n, score in enumerate(scores, start=1)]
+    shown = group(select(units, 10), stretches, hits=["k06"])
+    assert MAX_WINDOW == 5
+    assert [s.evidence for s in shown] == [
+        ("m4", "m5", "m6", "m7", "m8"),
+        ("m1", "m2", "m3"),
+        ("m9", "m10"),
+    ]
+    assert [s.score for s in shown] == [0.9, 0.3, 0.1]
+    assert sorted(m for s in shown for m in s.evidence) == sorted(f"m{n}" for n in range(1, 11))
+
+
+@pytest.mark.parametrize("length", range(0, 13))
+def test_cut_pieces_keep_every_message_once_in_order(length: int) -> None:
+    run = [message(n, ((n * 7) % 5) / 5) for n in range(length)]
+    pieces = split_run(run, 5)
+    assert [u for piece in pieces for u in piece] == run
+    assert all(0 < len(piece) <= 5 for piece in pieces)

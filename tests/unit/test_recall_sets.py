@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from bench.recall import (
+    CUSTOMER_B_TENANT,
     CUSTOMER_MEMORY,
+    CUSTOMER_MEMORY_B,
     CUSTOMER_TENANT,
     PARA_TENANT,
     PARAPHRASES,
@@ -20,7 +22,11 @@ from bench.recall import (
 
 @pytest.mark.parametrize(
     ("path", "tenant", "cases"),
-    [(PARAPHRASES, PARA_TENANT, 40), (CUSTOMER_MEMORY, CUSTOMER_TENANT, 40)],
+    [
+        (PARAPHRASES, PARA_TENANT, 40),
+        (CUSTOMER_MEMORY, CUSTOMER_TENANT, 40),
+        (CUSTOMER_MEMORY_B, CUSTOMER_B_TENANT, 40),
+    ],
 )
 def test_a_blind_set_loads_with_its_gold_among_its_messages(
     path: Path, tenant: str, cases: int
