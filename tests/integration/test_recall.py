@@ -21,6 +21,7 @@ from pipeline.graph.directory import grant_trust
 from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore, instant
+from pipeline.rank import MAX_WINDOW
 from schemas.keys import episode_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_operations import cli
@@ -298,6 +299,18 @@ def test_the_answer_next_to_the_matching_question_comes_with_it(
         ask(graph, world, query="hotel budget", channel_id="ch-a", include_neighbours=False)
     )
     assert alone.evidence == ["a3"]
+
+
+def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
+    graph: GraphStore, world: World
+) -> None:
+    # "seat" matches four of ch-a's six messages and their neighbours are the other two: one
+    # run of six, shown as windows of at most MAX_WINDOW, the best match's first.
+    shown = episodes(ask(graph, world, query="seat", channel_id="ch-a"))
+    assert len(shown) > 1 and all(len(item.evidence) <= MAX_WINDOW for item in shown)
+    assert sorted(m for item in shown for m in item.evidence) == [f"a{n}" for n in range(1, 7)]
+    assert [item.score for item in shown] == sorted((i.score for i in shown), reverse=True)
+    assert shown[0].matched and set(shown[0].matched) <= set(shown[0].evidence)
 
 
 def test_no_query_gives_recent_memory(graph: GraphStore, world: World) -> None:
