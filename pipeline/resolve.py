@@ -68,12 +68,12 @@ def labels_needed(
     events: Sequence[TurnEvent], known: Mapping[str, KnownParticipant]
 ) -> set[LabelKey]:
     """Every (tenant, label) these events' participants may carry, to ask who already has it."""
-    directory = _directory(events, known)
+    speakers = _Speakers(_directory(events, known))
     return {
         (event.tenant, label)
         for event in events
         for p in event.participants
-        for label in label_candidates(speaker_for(event.tenant, p, directory))
+        for label in label_candidates(speakers.of(event.tenant, p))
     }
 
 
@@ -90,15 +90,21 @@ def resolve_speakers(
     already carried in the graph (`taken`: who carries it) or earlier in the batch stays with its
     carrier, and the newcomer's handle is marked with its id (see `label_candidates`).
     """
-    directory = _directory([turn.event for turn in turns], known)
+    found = _Speakers(_directory([turn.event for turn in turns], known))
     claimed: dict[LabelKey, str] = dict(taken or {})
+    labelled: dict[tuple[str, Speaker], Speaker] = {}
     resolved: list[ResolvedTurn] = []
     for turn in turns:
         event = turn.event
-        speakers = {
-            p.id: _claim(event.tenant, speaker_for(event.tenant, p, directory), claimed)
-            for p in event.participants
-        }
+        speakers: dict[str, Speaker] = {}
+        for p in event.participants:
+            speaker = found.of(event.tenant, p)
+            # A claim is settled once made (claims are never released within a batch), so a
+            # speaker seen again takes the label it took before.
+            mine = labelled.get((event.tenant, speaker))
+            if mine is None:
+                mine = labelled[event.tenant, speaker] = _claim(event.tenant, speaker, claimed)
+            speakers[p.id] = mine
         messages = [
             AttributedMessage(
                 key=episode_key(event.tenant, event.channel.id, m.id),
@@ -156,6 +162,22 @@ def speaker_for(
         lens=participant.lens,
         provisional=provisional,
     )
+
+
+class _Speakers:
+    """`speaker_for` over one batch, each participant worked out once: a batch names the same
+    few people turn after turn."""
+
+    def __init__(self, directory: Mapping[str, KnownParticipant]) -> None:
+        self.directory = directory
+        self.seen: dict[tuple[str, Participant], Speaker] = {}
+
+    def of(self, tenant: str, participant: Participant) -> Speaker:
+        speaker = self.seen.get((tenant, participant))
+        if speaker is None:
+            speaker = speaker_for(tenant, participant, self.directory)
+            self.seen[tenant, participant] = speaker
+        return speaker
 
 
 def identity_label(display_name: str, handle: str) -> str:

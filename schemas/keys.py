@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Literal
 from urllib.parse import quote
 
@@ -11,11 +12,18 @@ from urllib.parse import quote
 # end in a digest of the whole key, so they stay unique and every key that fitted before is kept.
 MAX_KEY_CHARS = 8000
 _DIGEST_CHARS = 64
+# What `quote` leaves as it is with the safe characters below: a part made only of these is
+# its own escape, and checking that costs a fraction of quoting (keys are built for every
+# participant of every turn).
+_KEPT = "@-_.~/"
+_UNESCAPED = re.compile(r"[A-Za-z0-9@_.~/-]*")
 
 
 def compose_key(*parts: str) -> str:
     """Join parts with ':'; escaping ':' inside parts keeps keys unambiguous whatever the ids."""
-    key = ":".join(quote(part, safe="@-_.~/") for part in parts)
+    key = ":".join(
+        part if _UNESCAPED.fullmatch(part) else quote(part, safe=_KEPT) for part in parts
+    )
     if len(key) <= MAX_KEY_CHARS:
         return key
     digest = hashlib.sha256(key.encode()).hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,3 +38,16 @@ def test_a_scope_term_is_twenty_digits_and_differs_by_role(key: str) -> None:
     assert all(len(t) == 20 and t.isdigit() for t in terms)
     assert len(terms) == 3  # an agent observing and the same agent speaking are different terms
     assert scope_token("agent", key) == scope_token("agent", key)
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40) | st.from_regex(r"[\w@.~/:%-]*"))
+def test_a_part_left_unquoted_is_what_quoting_gives(part: str) -> None:
+    # The fast path keeps a part as it is only where quoting would have kept it too.
+    assert compose_key(part) == quote(part, safe="@-_.~/")
+
+
+def test_every_character_below_0x300_escapes_as_quoting_does() -> None:
+    for code in range(0x300):
+        part = f"a{chr(code)}b"
+        assert compose_key(part) == quote(part, safe="@-_.~/"), hex(code)
