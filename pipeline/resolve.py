@@ -68,13 +68,17 @@ def labels_needed(
     events: Sequence[TurnEvent], known: Mapping[str, KnownParticipant]
 ) -> set[LabelKey]:
     """Every (tenant, label) these events' participants may carry, to ask who already has it."""
-    speakers = _Speakers(_directory(events, known))
-    return {
-        (event.tenant, label)
-        for event in events
-        for p in event.participants
-        for label in label_candidates(speakers.of(event.tenant, p))
-    }
+    directory = _directory(events, known)
+    needed: set[LabelKey] = set()
+    done: set[tuple[object, ...]] = set()
+    for event in events:
+        for p in event.participants:
+            if (seen := _seen(event.tenant, p)) in done:
+                continue
+            done.add(seen)
+            speaker = speaker_for(event.tenant, p, directory)
+            needed.update((event.tenant, label) for label in label_candidates(speaker))
+    return needed
 
 
 def resolve_speakers(
@@ -90,21 +94,22 @@ def resolve_speakers(
     already carried in the graph (`taken`: who carries it) or earlier in the batch stays with its
     carrier, and the newcomer's handle is marked with its id (see `label_candidates`).
     """
-    found = _Speakers(_directory([turn.event for turn in turns], known))
+    directory = _directory([turn.event for turn in turns], known)
     claimed: dict[LabelKey, str] = dict(taken or {})
-    labelled: dict[tuple[str, Speaker], Speaker] = {}
+    # A batch names the same few people turn after turn: each is labelled once. A claim is
+    # settled once made (none is released within a batch), so one seen again keeps its label.
+    labelled: dict[tuple[object, ...], Speaker] = {}
     resolved: list[ResolvedTurn] = []
     for turn in turns:
         event = turn.event
         speakers: dict[str, Speaker] = {}
         for p in event.participants:
-            speaker = found.of(event.tenant, p)
-            # A claim is settled once made (claims are never released within a batch), so a
-            # speaker seen again takes the label it took before.
-            mine = labelled.get((event.tenant, speaker))
-            if mine is None:
-                mine = labelled[event.tenant, speaker] = _claim(event.tenant, speaker, claimed)
-            speakers[p.id] = mine
+            seen = _seen(event.tenant, p)
+            speaker = labelled.get(seen)
+            if speaker is None:
+                speaker = speaker_for(event.tenant, p, directory)
+                speaker = labelled[seen] = _claim(event.tenant, speaker, claimed)
+            speakers[p.id] = speaker
         messages = [
             AttributedMessage(
                 key=episode_key(event.tenant, event.channel.id, m.id),
@@ -164,20 +169,10 @@ def speaker_for(
     )
 
 
-class _Speakers:
-    """`speaker_for` over one batch, each participant worked out once: a batch names the same
-    few people turn after turn."""
-
-    def __init__(self, directory: Mapping[str, KnownParticipant]) -> None:
-        self.directory = directory
-        self.seen: dict[tuple[str, Participant], Speaker] = {}
-
-    def of(self, tenant: str, participant: Participant) -> Speaker:
-        speaker = self.seen.get((tenant, participant))
-        if speaker is None:
-            speaker = speaker_for(tenant, participant, self.directory)
-            self.seen[tenant, participant] = speaker
-        return speaker
+def _seen(tenant: str, participant: Participant) -> tuple[object, ...]:
+    """A participant as sent, all fields, as a cheap key (hashing the model itself cost more
+    than the work it saved)."""
+    return (tenant, *participant.__dict__.values())
 
 
 def identity_label(display_name: str, handle: str) -> str:
@@ -222,12 +217,21 @@ def _directory(
 
 
 def _named_in_batch(events: Sequence[TurnEvent]) -> dict[str, KnownParticipant]:
+    """Participants named in full in these events, by key; a later naming wins. Read from the
+    end, so each person's latest naming is the first found and the rest are passed over (a
+    batch names the same few people turn after turn)."""
     named: dict[str, KnownParticipant] = {}
-    for event in events:
-        for p in event.participants:
+    done: set[tuple[object, ...]] = set()
+    for event in reversed(events):
+        for p in reversed(event.participants):
+            if (seen := _seen(event.tenant, p)) in done:
+                continue
+            done.add(seen)
             name, handle = clean_text(p.display_name), clean_text(p.handle)
-            if name is not None and handle is not None and not p.anonymous:
-                named[participant_key(event.tenant, p.id)] = KnownParticipant(
-                    id=p.id, display_name=name, handle=handle
-                )
+            if name is None or handle is None or p.anonymous:
+                continue
+            named.setdefault(
+                participant_key(event.tenant, p.id),
+                KnownParticipant(id=p.id, display_name=name, handle=handle),
+            )
     return named
