@@ -183,6 +183,10 @@ class Unit:
     found: bool = True
 
 
+def _best(unit: Unit) -> tuple[float, str]:
+    return (-unit.score, unit.key)
+
+
 def select(units: Iterable[Unit], budget: int) -> list[Unit]:
     """The best units whose messages fit in `budget`, best first (ties by key, for stability).
 
@@ -194,7 +198,7 @@ def select(units: Iterable[Unit], budget: int) -> list[Unit]:
     chosen: list[Unit] = []
     used: set[str] = set()
     left = budget
-    for unit in sorted(units, key=lambda u: (-u.score, u.key)):
+    for unit in sorted(units, key=_best):
         if left <= 0:
             break
         if unit.score <= 0 and not unit.found:
@@ -231,10 +235,6 @@ class Window:
         if len(self.passages) == 1:
             return self.passages[0].text
         return "\n".join(p.line for p in self.passages)
-
-
-def _best(unit: Unit) -> tuple[float, str]:
-    return (-unit.score, unit.key)
 
 
 def split_run(run: Sequence[Unit], cap: int) -> list[Sequence[Unit]]:

@@ -230,8 +230,7 @@ def _named_in_batch(events: Sequence[TurnEvent]) -> dict[str, KnownParticipant]:
             name, handle = clean_text(p.display_name), clean_text(p.handle)
             if name is None or handle is None or p.anonymous:
                 continue
-            named.setdefault(
-                participant_key(event.tenant, p.id),
-                KnownParticipant(id=p.id, display_name=name, handle=handle),
-            )
+            key = participant_key(event.tenant, p.id)
+            if key not in named:
+                named[key] = KnownParticipant(id=p.id, display_name=name, handle=handle)
     return named
