@@ -9,8 +9,9 @@ distractors, and questions that share few words with the answer. The customer-me
 (bench/data/customer_memory.jsonl, written blind, the same shape): customer-service
 conversations of 8-14 messages, each stating several details of the same kinds, and the
 question an assistant would later ask its memory about that customer (the issue's top-1
-target is for such questions); a second such set by another blind author
-(bench/data/customer_memory_b.jsonl), held out since the first was used in design. The
+target is for such questions); a second and a third such set by other blind authors
+(bench/data/customer_memory_b.jsonl, customer_memory_c.jsonl), each held out until ranking
+had been designed against the one before. The
 long-conversation set (bench/data/long_conversations.jsonl, written blind; bench/longconv.py):
 six conversations of two people over twelve sittings each, about 220 messages, with questions
 whose evidence is every message stating the answer; its conversations alternate between the
@@ -27,7 +28,8 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--sets friends,paraphrases,customer,customer-b,long] [--json [PATH]]`
+[--one-channel] [--sets friends,paraphrases,customer,customer-b,customer-c,long]
+[--json [PATH]]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -73,19 +75,37 @@ CUSTOMER_MEMORY = Path(__file__).resolve().parent / "data" / "customer_memory.js
 # A second customer-memory set by another blind author, written after the first had been used
 # to design ranking (so the first is in-sample since 2026-12-04; this one is held out).
 CUSTOMER_MEMORY_B = Path(__file__).resolve().parent / "data" / "customer_memory_b.jsonl"
+# A third, by a third blind author (2026-12-04), written when the second had been measured
+# while ranking changed: held out, run only to report.
+CUSTOMER_MEMORY_C = Path(__file__).resolve().parent / "data" / "customer_memory_c.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
 CUSTOMER_B_TENANT = "bench-customer-b"
+CUSTOMER_C_TENANT = "bench-customer-c"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
 PARA_AGENT_SPEAKERS = frozenset({"Support Bot", "Travel Agent"})
+# The third customer set names its agent differently in every case.
+CUSTOMER_C_AGENT_SPEAKERS = frozenset(
+    {
+        "Admissions Assistant", "AquaServe Assistant", "BagTrack Assistant", "BankBuddy",
+        "CardCare Assistant", "CargoBot", "Catering Concierge", "ClaimAssist", "Claims Bot",
+        "ClubLink", "DriveNow Concierge", "EventDesk", "FiberLine Support", "FitClub Assistant",
+        "Freight Desk", "Furnish Support", "HomeStore Help", "LicenseDesk",
+        "Licensing Helpdesk", "Mobi Assistant", "MoveMate", "NetAssist", "OrthoCare Assistant",
+        "Party Catering Bot", "PetCare Assistant", "Pharmacy Assistant", "PowerLine Assistant",
+        "RelocateBot", "RentalCare", "Reservations Bot", "RxHelper", "SkyHelp", "SmileDesk",
+        "Stay Concierge", "TaxBuddy", "TaxPrep Assistant", "TelcoCare", "Uni Enquiries",
+        "Venue Assistant", "VetLine",
+    }
+)  # fmt: skip
 GRAPH_MODES = ("keyword", "vector", "hybrid")
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 SPLITS = ("dev", "test", "all")
-SETS = ("friends", "paraphrases", "customer", "customer-b", "long")
+SETS = ("friends", "paraphrases", "customer", "customer-b", "customer-c", "long")
 
 Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
 
@@ -187,10 +207,14 @@ def friends_corpus(
 
 
 def paraphrase_corpus(
-    path: Path = PARAPHRASES, title: str = "paraphrases (blind)", tenant: str = PARA_TENANT
+    path: Path = PARAPHRASES,
+    title: str = "paraphrases (blind)",
+    tenant: str = PARA_TENANT,
+    agents: frozenset[str] = PARA_AGENT_SPEAKERS,
 ) -> Corpus:
-    """A blind set of cases (the paraphrases, or the customer-memory set of the same shape):
-    every case its own group channel, all observed by one agent."""
+    """A blind set of cases (the paraphrases, or a customer-memory set of the same shape):
+    every case its own group channel, all observed by one agent; `agents` names the speakers
+    that are agents on the platform."""
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     events: list[RawEvent] = []
     cases: list[Case] = []
@@ -199,7 +223,7 @@ def paraphrase_corpus(
         messages: list[dict[str, Any]] = []
         for index, message in enumerate(case["messages"]):
             name = message["speaker"]
-            kind = "agent" if name in PARA_AGENT_SPEAKERS else "human"
+            kind = "agent" if name in agents else "human"
             pid = f"{kind[0]}-{slug(name)}"
             people.setdefault(
                 pid, {"id": pid, "kind": kind, "display_name": name, "handle": slug(name)}
@@ -546,7 +570,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             CUSTOMER_MEMORY, "customer memory (blind)", CUSTOMER_TENANT
         ),
         "customer-b": lambda: paraphrase_corpus(
-            CUSTOMER_MEMORY_B, "customer memory B (blind, held out)", CUSTOMER_B_TENANT
+            CUSTOMER_MEMORY_B, "customer memory B (blind)", CUSTOMER_B_TENANT
+        ),
+        "customer-c": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_C,
+            "customer memory C (blind, held out)",
+            CUSTOMER_C_TENANT,
+            CUSTOMER_C_AGENT_SPEAKERS,
         ),
         "long": lambda: long_corpus(args.split),
     }

@@ -16,6 +16,9 @@ matches it (measured BM25 recall@10 0.58 over single messages, 0.69 over +-1 win
 message scores its own relevance plus a damped share of its neighbours' (`NEIGHBOUR_SHARE` per
 step of distance), computed over the hits and their fetched neighbours, so an unmatched answer
 right after a strong question ranks beside it, and a run of matching messages beats a lone one.
+A neighbour passes on what it said, not who said it (`label_share`): a question naming a
+customer matches every message of theirs on the speaker label, and passed on, that match lifts
+whichever message has the most of them around it (the middle of their run), not the answer.
 
 Segments (`segment_prior`): a question usually names several things said across a stretch of
 conversation, while the answering message names few of them. Each stretch of an agent's channel
@@ -75,6 +78,21 @@ def combine(lists: Iterable[tuple[Mapping[str, float], float]]) -> dict[str, flo
         for key, value in scores.items():
             fused[key] = fused.get(key, 0.0) + weight * value
     return fused
+
+
+def label_share(
+    keyword: Mapping[str, float], content: Mapping[str, float], weight: float
+) -> dict[str, float]:
+    """What each keyword hit's speaker label earned of its fused relevance: its raw keyword score
+    less its content's (0 when the content search did not reach it), normalised as the keyword
+    list is (against its best) and weighted alike."""
+    top = max(keyword.values(), default=0.0)
+    if top <= 0:
+        return {}
+    return {
+        key: weight * max(0.0, value - content.get(key, 0.0)) / top
+        for key, value in keyword.items()
+    }
 
 
 def segment_prior(
@@ -151,15 +169,22 @@ def runs(
 
 
 def context_scores(
-    relevance: Mapping[str, float], stretches: Iterable[Sequence[str]], radius: int
+    relevance: Mapping[str, float],
+    stretches: Iterable[Sequence[str]],
+    radius: int,
+    *,
+    shared: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Each message's own relevance plus NEIGHBOUR_SHARE**d of each neighbour's at distance d
-    (up to `radius`) along its stretch; messages without relevance get 0 of their own."""
+    (up to `radius`) along its stretch; messages without relevance get 0 of their own. A
+    neighbour passes on its `shared` relevance when given (what it said, not who said it)."""
+    passed = relevance if shared is None else shared
     scores: dict[str, float] = {}
     for stretch in stretches:
-        own = [relevance.get(key, 0.0) for key in stretch]
+        mine = [relevance.get(key, 0.0) for key in stretch]
+        own = [passed.get(key, 0.0) for key in stretch]
         for i, key in enumerate(stretch):
-            total = own[i]
+            total = mine[i]
             for d in range(1, radius + 1):
                 share = NEIGHBOUR_SHARE**d
                 if i - d >= 0:

@@ -60,9 +60,11 @@ def run_combined(
     rows: Rows,
     *,
     segments: dict[str, tuple[float, list[str]]] | None = None,
+    said: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Run the parts as one statement; each row's score by key, its row kept in `rows` (a
-    segment's score and covered episode keys go to `segments` instead)."""
+    segment's score and covered episode keys go to `segments` instead, an episode's content
+    score to `said`)."""
     if not parts:
         return {}
     statement = search_cypher.combined(tuple(parts))
@@ -72,6 +74,10 @@ def run_combined(
             if segments is not None:
                 segment = record["row"]
                 segments[segment["key"]] = (float(segment["score"]), list(segment["covers"]))
+            continue
+        if record["label"] == search_cypher.SAID_PART:
+            if said is not None:
+                said[record["row"]["key"]] = float(record["row"]["score"])
             continue
         kind, row = KINDS[record["label"]], search_row(record["row"])
         rows.setdefault(row["key"], (kind, row))

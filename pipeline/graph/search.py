@@ -48,6 +48,7 @@ from pipeline.rank import (
     combine,
     context_scores,
     group,
+    label_share,
     normalise,
     runs,
     segment_prior,
@@ -68,6 +69,8 @@ VECTOR_WEIGHT: Final = 1.0
 # _MIN_FETCH): the context scores need the weaker hits around a strong one too.
 _FETCH_FACTOR: Final = 3
 _MIN_FETCH: Final = 30
+# How much deeper than the hits the content-only keyword search reads (label_share).
+_SAID_DEPTH: Final = 2
 INDEX_STATUS_SECONDS: Final = 10.0
 
 
@@ -109,7 +112,9 @@ def _search(
     keyword_rows: Rows = {}
     vector_rows: Rows = {}
     segments: dict[str, tuple[float, list[str]]] = {}
+    said: dict[str, float] = {}
     lists: list[tuple[dict[str, float], float]] = []
+    labelled: dict[str, float] = {}
     # Independent work runs at once: the query's embedding, then vector search over episodes
     # and over the distilled kinds (each in a thread with its own session, sizing its scope
     # while the embedding is made), while this thread asks Lucene. A hybrid recall waits for
@@ -129,8 +134,12 @@ def _search(
                 if set(kinds) & set(query.kinds)
             ]
         if keyword:
-            found = _keyword_search(ask, session, lucene, keyword_rows, segments)
+            found = _keyword_search(
+                ask, session, lucene, keyword_rows, segments=segments, said=said
+            )
             lists.append((normalise(found), KEYWORD_WEIGHT))
+            # Only messages pass relevance on; a fact's share here is never read.
+            labelled = label_share(found, said, KEYWORD_WEIGHT)
         if meaning:
             found = {key: score for part in meaning for key, score in part.result().items()}
             # The weakest candidate fetched stands for what was not: it maps to zero.
@@ -142,7 +151,8 @@ def _search(
         (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
     )[: query.limit]
     around = _neighbours(session, hits, params, query.neighbours)
-    return _answer(query, relevance, rows, hits, around)
+    passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
+    return _answer(query, relevance, rows, hits, around, passed=passed)
 
 
 def _answer(
@@ -151,8 +161,11 @@ def _answer(
     rows: dict[str, tuple[RecallKind, dict[str, Any]]],
     hits: Sequence[str],
     around: list[dict[str, Any]],
+    *,
+    passed: dict[str, float],
 ) -> list[RecallItem]:
-    """Score messages with their context, fill the budget, and show the chosen ones as windows."""
+    """Score messages with their context (each neighbour passing on its `passed` relevance), fill
+    the budget, and show the chosen ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
@@ -162,7 +175,7 @@ def _answer(
     stretches = runs(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
-    scores = context_scores(relevance, stretches, query.neighbours)
+    scores = context_scores(relevance, stretches, query.neighbours, shared=passed)
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
         for key, p in passages.items()
@@ -187,7 +200,9 @@ def _keyword_search(
     session: neo4j.Session,
     lucene: str,
     rows: Rows,
+    *,
     segments: dict[str, tuple[float, list[str]]],
+    said: dict[str, float],
 ) -> dict[str, float]:
     """Lucene's BM25 scores across every kind asked for, each held to the agent's scope, in one
     statement (one round trip for all kinds); the matching segments too, when messages are
@@ -215,7 +230,18 @@ def _keyword_search(
         )
         values[per_label("limit", SEGMENT)] = fetch
         values[per_label("k", SEGMENT)] = fetch
-    return run_combined(session, ask, parts, values, rows, segments=segments)
+    if "episode" in query.kinds and FULLTEXT_INDEXES[EPISODE] in online:
+        part = search_cypher.SAID_PART
+        parts.append((part, search_cypher.SAID_KEYWORD_SEARCH))
+        values[per_label("index", part)] = FULLTEXT_INDEXES[EPISODE]
+        values[per_label("lucene", part)] = search_cypher.scoped_query(
+            search_cypher.content_query(lucene), _scope_terms(EPISODE, query)
+        )
+        # Deeper than the hits: a hit found mostly by its speaker's name may say little.
+        depth = _SAID_DEPTH * fetch * oversample(EPISODE, query)
+        values[per_label("limit", part)] = depth
+        values[per_label("k", part)] = depth
+    return run_combined(session, ask, parts, values, rows, segments=segments, said=said)
 
 
 def _online_indexes(graph: GraphStore, session: neo4j.Session) -> set[str]:

@@ -16,9 +16,12 @@ import pytest
 from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.embedder import make_embedder
+from pipeline.graph import search
 from pipeline.graph.cypher.instant import micros
+from pipeline.graph.cypher.search import lucene_query
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.embeddings import pending_for_episodes
+from pipeline.graph.retrieval import Ask
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore, instant
 from pipeline.rank import MAX_WINDOW
@@ -311,6 +314,29 @@ def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
     assert sorted(m for item in shown for m in item.evidence) == [f"a{n}" for n in range(1, 7)]
     assert [item.score for item in shown] == sorted((i.score for i in shown), reverse=True)
     assert shown[0].matched and set(shown[0].matched) <= set(shown[0].evidence)
+
+
+def test_a_keyword_score_is_what_was_said_plus_who_said_it(graph: GraphStore, world: World) -> None:
+    # Recall lets a neighbour pass on only what it said (rank.label_share): that rests on
+    # Lucene adding up each field's score, so the content-only search is the content's part.
+    query = RecallQuery(
+        tenant=world.tenant, agent_id="a-travel", query="Devon hotel budget", channel_id="ch-a"
+    )
+    params = search._scope_params(query, "never")
+    lucene = lucene_query(query.query)
+    assert lucene is not None
+    said: dict[str, float] = {}
+    with graph.session(write=False) as session:
+        ask = Ask(graph, query, params, 30, search._online_indexes(graph, session))
+        found = search._keyword_search(ask, session, lucene, {}, segments={}, said=said)
+    ids = {episode_key(world.tenant, "ch-a", f"a{n}"): f"a{n}" for n in range(1, 7)}
+    keyword = {ids[key]: score for key, score in found.items() if key in ids}
+    said = {ids[key]: score for key, score in said.items() if key in ids}
+    # Devon's messages match on his label; a3 also says "hotel budget", a4 nothing asked.
+    assert {"a1", "a3", "a5", "a6"} <= set(keyword) and "a4" not in keyword
+    assert set(said) == {"a3"}
+    assert keyword["a3"] - said["a3"] == pytest.approx(keyword["a5"], rel=1e-5)
+    assert keyword["a1"] == pytest.approx(keyword["a5"], rel=1e-5)
 
 
 def test_no_query_gives_recent_memory(graph: GraphStore, world: World) -> None:

@@ -16,6 +16,7 @@ from pipeline.rank import (
     combine,
     context_scores,
     group,
+    label_share,
     normalise,
     runs,
     select,
@@ -97,6 +98,30 @@ def test_a_run_of_matches_beats_a_lone_match_and_the_share_decays_with_distance(
     assert scores["k02"] > scores["k09"]
     assert scores["k05"] == pytest.approx(NEIGHBOUR_SHARE**2 * 0.5)
     assert context_scores({"k02": 1.0}, stretches, radius=0)["k01"] == 0.0
+
+
+def test_a_neighbour_passes_on_what_it_said_not_who_said_it() -> None:
+    # Five messages all match the question on their speaker's name (1.0 each); only the last
+    # also says what was asked about (0.2 more). Passing the name on, its neighbour wins.
+    stretch = [["k01", "k02", "k03", "k04", "k05"]]
+    relevance = {"k01": 1.0, "k02": 1.0, "k03": 1.0, "k04": 1.0, "k05": 1.2}
+    named = context_scores(relevance, stretch, radius=1)
+    assert max(named, key=named.__getitem__) == "k04"
+    said = {"k01": 0.0, "k02": 0.0, "k03": 0.0, "k04": 0.0, "k05": 0.2}
+    passed = context_scores(relevance, stretch, radius=1, shared=said)
+    assert max(passed, key=passed.__getitem__) == "k05"
+    # A message's own score is its whole relevance still, name and all.
+    assert passed["k01"] == 1.0
+    assert passed["k04"] == pytest.approx(1.0 + NEIGHBOUR_SHARE * 0.2)
+
+
+def test_the_label_share_is_the_keyword_score_less_the_contents_normalised_and_weighted() -> None:
+    keyword = {"a": 4.0, "b": 3.0, "c": 1.0}
+    content = {"a": 4.0, "b": 1.0}  # c's content was not reached: all of it is the label's
+    assert label_share(keyword, content, 0.5) == {"a": 0.0, "b": 0.25, "c": 0.125}
+    # A content score above the keyword score (rounding) never makes a negative share.
+    assert label_share({"a": 1.0}, {"a": 1.0000001}, 1.0) == {"a": 0.0}
+    assert label_share({}, {"a": 1.0}, 1.0) == {}
 
 
 def test_the_budget_counts_messages_and_skips_what_does_not_fit() -> None:

@@ -10,9 +10,13 @@ import pytest
 
 from bench.recall import (
     CUSTOMER_B_TENANT,
+    CUSTOMER_C_AGENT_SPEAKERS,
+    CUSTOMER_C_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
+    CUSTOMER_MEMORY_C,
     CUSTOMER_TENANT,
+    PARA_AGENT_SPEAKERS,
     PARA_TENANT,
     PARAPHRASES,
     long_corpus,
@@ -21,17 +25,18 @@ from bench.recall import (
 
 
 @pytest.mark.parametrize(
-    ("path", "tenant", "cases"),
+    ("path", "tenant", "agents", "cases"),
     [
-        (PARAPHRASES, PARA_TENANT, 40),
-        (CUSTOMER_MEMORY, CUSTOMER_TENANT, 40),
-        (CUSTOMER_MEMORY_B, CUSTOMER_B_TENANT, 40),
+        (PARAPHRASES, PARA_TENANT, PARA_AGENT_SPEAKERS, 40),
+        (CUSTOMER_MEMORY, CUSTOMER_TENANT, PARA_AGENT_SPEAKERS, 40),
+        (CUSTOMER_MEMORY_B, CUSTOMER_B_TENANT, PARA_AGENT_SPEAKERS, 40),
+        (CUSTOMER_MEMORY_C, CUSTOMER_C_TENANT, CUSTOMER_C_AGENT_SPEAKERS, 40),
     ],
 )
 def test_a_blind_set_loads_with_its_gold_among_its_messages(
-    path: Path, tenant: str, cases: int
+    path: Path, tenant: str, agents: frozenset[str], cases: int
 ) -> None:
-    corpus = paraphrase_corpus(path, path.stem, tenant)
+    corpus = paraphrase_corpus(path, path.stem, tenant, agents)
     assert corpus.name == path.stem
     assert len(corpus.cases) == cases
     assert len({event["channel"]["id"] for event in corpus.events}) == cases

@@ -90,6 +90,12 @@ def lucene_query(text: str | None) -> str | None:
     return " ".join(terms + phrases)
 
 
+def content_query(lucene: str) -> str:
+    """`lucene` asked of an episode's content alone (not its speaker's label). A full-text query
+    over several fields adds up each field's score, so this is the content's part of it."""
+    return f"content:({lucene})"
+
+
 def scoped_query(lucene: str, terms: list[str]) -> str:
     """`lucene` held to nodes carrying every one of the scope terms (schemas/keys.py
     scope_token). The terms are required but weigh nothing (boost 0), so scores stay those of
@@ -300,6 +306,16 @@ RETURN s.key AS key, coalesce(s.episode_keys, []) AS covers, score
 ORDER BY score DESC, key
 LIMIT $limit
 """
+# The same words asked of what episodes say alone (content_query), not of who said them: recall
+# lets a neighbour pass on only that part of its keyword score. Keys only: they are matched to
+# the keyword hits, which the scope filter has already passed.
+SAID_PART: Final = "Said"
+SAID_KEYWORD_SEARCH: Final = f"""{_FULLTEXT}WITH node AS e, score
+WHERE e:{EPISODE}
+RETURN e.key AS key, score
+ORDER BY score DESC, key
+LIMIT $limit
+"""
 # Per label (episodes, facts, commitments): the reader's vector cache proposed `$candidates`
 # (key, score); the agent's whole scope is checked here, on the nodes as they are now.
 CACHED_VECTOR_SEARCH: Final = {
@@ -346,6 +362,7 @@ _COLUMNS: Final = {
     "channel_id score",
     SUMMARY: "key text created_at channel_id channel_key score",
     SEGMENT: "key covers score",
+    SAID_PART: "key score",
 }
 # The parameters that differ between labels; a combined statement names them per label.
 _PER_LABEL = re.compile(r"\$(index|lucene|k|limit|candidates)\b")
