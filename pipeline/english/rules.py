@@ -7,6 +7,7 @@ or "name:<word>") so the stage can resolve them against the turn's participants.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from pipeline.english.patterns import (
     ADDRESS,
@@ -56,8 +57,10 @@ _NOT = re.compile(r"\b(ca|wo|do|does|did|is|are|was|were|could|should|would|have
 _CLITIC = re.compile(r"(\w) '(m|s|re|ve|ll|d)\b")
 _GONNA = re.compile(r"\b(gon|wan) na\b")
 _SPACED_MARK = re.compile(r"\s+([,.!?;:])(?=\s|$)")
-_SPACES = re.compile(r"\s+")
-_BREAK = re.compile(r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+")
+# A sentence break in normalised text, where all white space is single spaces: a space after
+# [.!?], or " - " / " -- ". Opening with the literal space lets re skip straight to spaces;
+# r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+", its form for raw text, tried every position.
+_BREAK = re.compile(r" (?:(?<=[.!?] )|--? )")
 _TAG = re.compile(r",\s*(?:right|yeah|no|isn't it|don't you|correct)\W*$", I)
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", I)
 _NOT_SNAKE = re.compile(r"[^a-z0-9]+")
@@ -74,11 +77,18 @@ FACT_ANYONE = [entry for entry in FACT if not _opens_in_first_person(entry[0])]
 def normalise(text: str) -> str:
     """Undo tokenised spacing ("ca n't", "I 'm", " ,") and curly quotes seen in real chat logs."""
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("###STOP###", " ")
-    text = _NOT.sub(r"\1n't", text)
-    text = _CLITIC.sub(r"\1'\2", text)
-    text = _GONNA.sub(r"\1na", text)
-    text = _SPACED_MARK.sub(r"\1", text)
-    return _SPACES.sub(" ", text).strip()
+    # Each substitution runs only when the literal every match contains is there: sub() costs
+    # several times a failed substring test even when nothing matches, on every message.
+    if " n't" in text:
+        text = _NOT.sub(r"\1n't", text)
+    if " '" in text:
+        text = _CLITIC.sub(r"\1'\2", text)
+    if "n na" in text:
+        text = _GONNA.sub(r"\1na", text)
+    if _SPACED_MARK.search(text):
+        text = _SPACED_MARK.sub(r"\1", text)
+    # str.split() splits on exactly the characters \s matches (str.isspace), and strips the ends.
+    return " ".join(text.split())
 
 
 def sentences(text: str) -> list[str]:
@@ -88,9 +98,22 @@ def sentences(text: str) -> list[str]:
 
 
 def is_question(sentence: str) -> bool:
-    body = ADDRESS.sub("", FILLER.sub("", sentence))
-    tag = _TAG.search(sentence)
-    return sentence.rstrip().endswith("?") or bool(tag) or bool(QUESTION_START.match(body))
+    """True for a question: a closing "?", a tag ("..., right?") or a question opening."""
+    return _is_question(sentence, _body(sentence))
+
+
+def _body(sentence: str) -> str:
+    """The sentence without its opening fillers and address ("ok so", "@sam,", "Marco:")."""
+    return ADDRESS.sub("", FILLER.sub("", sentence))
+
+
+def _is_question(sentence: str, body: str) -> bool:
+    """is_question given the sentence's body (candidates() needs it too); cheap tests first."""
+    return (
+        sentence.rstrip().endswith("?")
+        or _TAG.search(sentence) is not None
+        or QUESTION_START.match(body) is not None
+    )
 
 
 def clean_value(value: str) -> str:
@@ -114,13 +137,15 @@ def candidates(text: str) -> list[Candidate]:
     """Every candidate item in one message; questions give nothing."""
     found: list[Candidate] = []
     for raw in sentences(text):
-        if is_question(raw):
+        body = _body(raw)
+        if _is_question(raw, body):
             continue
-        hedged = bool(HEDGE.search(raw))
-        body = ADDRESS.sub("", FILLER.sub("", raw)).strip()
-        found.extend(_sentence(body, hedged))
         # Claims about others read the unstripped sentence: "@marco likes X" names its subject.
-        found.extend(_about_others(raw, hedged))
+        out = _sentence(body.strip(), False) + _about_others(raw, False)
+        # Most sentences give nothing, so the hedge search runs only on those that do.
+        if out and HEDGE.search(raw):
+            out = [replace(c, hedged=True) for c in out]
+        found.extend(out)
     return found
 
 
