@@ -97,18 +97,41 @@ class Candidate:
     due_phrase: str | None = None
 
 
-def _p(pattern: str, flags: int = I) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+# A pattern's literal prefilter: every match contains at least one of these lower-case strings,
+# so on an ASCII sentence whose lower-case form has none of them the search can be skipped. A
+# substring test costs a fraction of a case-insensitive search, which tries every position.
+# tests/unit/test_rules_shortcuts.py checks each entry against the pattern's parse tree.
+NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {}
+
+
+def _p(pattern: str, flags: int = I, needs: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """The compiled pattern, with `needs` (if any) recorded as its prefilter in NEEDS."""
+    compiled = re.compile(pattern, flags)
+    if needs:
+        NEEDS[compiled] = needs
+    return compiled
 
 
 # --- preferences ---------------------------------------------------------------------------
 PREF: list[tuple[re.Pattern[str], str, bool]] = [
-    (_p(rf"\bi(?:'d| would)? {_ADV}(?:prefer|rather) not (?:to )?{V}"), "dislikes", True),
-    (_p(rf"\bi {_ADV}(?:prefer|favou?r)s? (?!not\b){V}"), "prefers", False),
+    (
+        _p(
+            rf"\bi(?:'d| would)? {_ADV}(?:prefer|rather) not (?:to )?{V}",
+            needs=("prefer not", "rather not"),
+        ),
+        "dislikes",
+        True,
+    ),
+    (
+        _p(rf"\bi {_ADV}(?:prefer|favou?r)s? (?!not\b){V}", needs=("prefer", "favor", "favour")),
+        "prefers",
+        False,
+    ),
     (
         _p(
             rf"\bi(?:'d| would) {_ADV}(?:prefer|rather(?: have| take| do| go for| get| sit)?)"
-            rf" (?!not\b){V}"
+            rf" (?!not\b){V}",
+            needs=("prefer", "rather"),
         ),
         "prefers",
         False,
@@ -116,20 +139,25 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
     (
         _p(
             rf"\bi(?:'m| am) {_ADV}not (?:a |the )?(?:big |huge |great )?"
-            rf"(?:fan of|into|keen on|a fan of) {V}"
+            rf"(?:fan of|into|keen on|a fan of) {V}",
+            needs=("fan of", "into", "keen on"),
         ),
         "dislikes",
         True,
     ),
     (
-        _p(rf"\bi(?:'m| am) {_ADV}(?:a |the )?(?:big |huge |great )?(?:fan of|into|keen on) {V}"),
+        _p(
+            rf"\bi(?:'m| am) {_ADV}(?:a |the )?(?:big |huge |great )?(?:fan of|into|keen on) {V}",
+            needs=("fan of", "into", "keen on"),
+        ),
         "likes",
         False,
     ),
     (
         _p(
             rf"\bi {_ADV}(?:don't|do not|didn't|dont|never|no longer) {_ADV}(?:like|love|enjoy"
-            rf"|care for|do) {V}"
+            rf"|care for|do) {V}",
+            needs=("don", "do not", "didn't", "never", "no longer"),
         ),
         "dislikes",
         True,
@@ -137,16 +165,25 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
     (
         _p(
             rf"\bi {_ADV}(?:hate|loathe|detest|despise|dislike|can't stand|cannot stand|cant stand"
-            rf"|can't bear|avoid) {V}"
+            rf"|can't bear|avoid) {V}",
+            needs=("hate", "loathe", "detest", "despise", "dislike", "stand", "bear", "avoid"),
         ),
         "dislikes",
         False,
     ),
-    (_p(rf"\bi {_ADV}(?:like|love|enjoy|adore|dig) {V}"), "likes", False),
+    (
+        _p(
+            rf"\bi {_ADV}(?:like|love|enjoy|adore|dig) {V}",
+            needs=("like", "love", "enjoy", "adore", "dig"),
+        ),
+        "likes",
+        False,
+    ),
     (
         _p(
             rf"\bi {_ADV}never (?P<v>(?:eat|drink|fly|sit|take|book|watch|travel|stay|drive|order|"
-            rf"check|use|do)\b[^,;!?()]*?){_STOP}"
+            rf"check|use|do)\b[^,;!?()]*?){_STOP}",
+            needs=("never",),
         ),
         "dislikes",
         True,
@@ -154,18 +191,22 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
     (
         _p(
             rf"\bi always (?P<v>(?:eat|drink|fly|sit|take|book|travel|stay|order|get|choose|pick"
-            rf"|ask for|go for|use)\b[^,;!?()]*?){_STOP}"
+            rf"|ask for|go for|use)\b[^,;!?()]*?){_STOP}",
+            needs=("i always",),
         ),
         "prefers",
         False,
     ),
     (_p(rf"^no {_VM} for me\b"), "dislikes", True),
     (
-        _p(rf"^{_VM} (?:works?|is|would be) (?:best|better|ideal|perfect) for me\b"),
+        _p(
+            rf"^{_VM} (?:works?|is|would be) (?:best|better|ideal|perfect) for me\b",
+            needs=("for me",),
+        ),
         "prefers",
         False,
     ),
-    (_p(rf"^{_VM} suits me\b"), "prefers", False),
+    (_p(rf"^{_VM} suits me\b", needs=("suits me",)), "prefers", False),
 ]
 
 # --- facts about oneself -------------------------------------------------------------------
@@ -243,48 +284,95 @@ NOT_NAMES = {
     "Hoping",
 }
 NAME_PATTERNS = [
-    _p(rf"\bmy name(?:'s| is) (?P<v>{_NAME_WORD})", 0),
-    _p(rf"\b(?:[Cc]all me|[Ii]t's|[Tt]his is) (?P<v>{_NAME_WORD})\s*(?:[,.!]|$)", 0),
-    _p(rf"\b[Ii](?:'m| am) (?P<v>{_NAME_WORD})\b(?!\s+(?:member|user|customer|client))", 0),
+    _p(rf"\bmy name(?:'s| is) (?P<v>{_NAME_WORD})", 0, needs=("my name",)),
+    _p(
+        rf"\b(?:[Cc]all me|[Ii]t's|[Tt]his is) (?P<v>{_NAME_WORD})\s*(?:[,.!]|$)",
+        0,
+        needs=("call me", "it's", "this is"),
+    ),
+    _p(
+        rf"\b[Ii](?:'m| am) (?P<v>{_NAME_WORD})\b(?!\s+(?:member|user|customer|client))",
+        0,
+        needs=("i'm", "i am"),
+    ),
 ]
 _DIETS = r"vegetarian|vegan|pescatarian|kosher|halal|gluten[- ]free|lactose[- ]intolerant"
 FACT: list[tuple[re.Pattern[str], str]] = [
-    (_p(rf"\bi(?:'m| am) {_ADV}allergic to {V}"), "allergy"),
-    (_p(rf"\bi (?:have|'ve got|got) (?:an? |a severe |a bad )?{_VM} allergy\b"), "allergy"),
-    (_p(rf"\bi (?:can't|cannot|cant) (?:eat|have) {V}"), "allergy"),
-    (_p(rf"\bi(?:'m| am) (?:a |an )?(?:strict )?(?P<v>{_DIETS})\b"), "diet"),
-    (_p(rf"\bi {_ADV}(?:live|reside) in {V}"), "lives_in"),
-    (_p(rf"\bi(?:'m| am) (?:currently )?(?:based|located|living|staying) in {V}"), "lives_in"),
-    (_p(rf"\bi (?:just )?moved to {V}"), "lives_in"),
-    (_p(rf"\bi(?:'m| am) (?:originally )?from {V}"), "from"),
-    (_p(rf"\bi (?:currently )?work (?:at|for) {V}"), "works_at"),
-    (_p(rf"\bi(?:'m| am) (?:currently )?(?:working|employed) (?:at|for) {V}"), "works_at"),
-    (_p(rf"\bi (?:currently )?work as (?:an? |the )?{V}"), "role"),
+    (_p(rf"\bi(?:'m| am) {_ADV}allergic to {V}", needs=("allergic to",)), "allergy"),
+    (
+        _p(
+            rf"\bi (?:have|'ve got|got) (?:an? |a severe |a bad )?{_VM} allergy\b",
+            needs=("allergy",),
+        ),
+        "allergy",
+    ),
+    (
+        _p(rf"\bi (?:can't|cannot|cant) (?:eat|have) {V}", needs=("can't", "cannot", "cant")),
+        "allergy",
+    ),
+    (
+        _p(
+            rf"\bi(?:'m| am) (?:a |an )?(?:strict )?(?P<v>{_DIETS})\b",
+            needs=("vegetarian", "vegan", "pescatarian", "kosher", "halal", "gluten", "lactose"),
+        ),
+        "diet",
+    ),
+    (_p(rf"\bi {_ADV}(?:live|reside) in {V}", needs=("live in", "reside in")), "lives_in"),
+    (
+        _p(
+            rf"\bi(?:'m| am) (?:currently )?(?:based|located|living|staying) in {V}",
+            needs=("based in", "located in", "living in", "staying in"),
+        ),
+        "lives_in",
+    ),
+    (_p(rf"\bi (?:just )?moved to {V}", needs=("moved to",)), "lives_in"),
+    (_p(rf"\bi(?:'m| am) (?:originally )?from {V}", needs=("from",)), "from"),
+    (_p(rf"\bi (?:currently )?work (?:at|for) {V}", needs=("work at", "work for")), "works_at"),
+    (
+        _p(
+            rf"\bi(?:'m| am) (?:currently )?(?:working|employed) (?:at|for) {V}",
+            needs=("working", "employed"),
+        ),
+        "works_at",
+    ),
+    (_p(rf"\bi (?:currently )?work as (?:an? |the )?{V}", needs=("work as",)), "role"),
     (
         _p(
             r"\bi(?:'m| am) (?:currently )?(?:an?|the|your) (?!(?:big|huge|great) fan|bit|little"
             r"|lot|few|couple|fan)(?P<v>[a-z][\w -]*?(?:er|or|ist|ian|ant|ent|ee|member|manager"
             r"|lead|head|owner|founder|admin|dev|pm|analyst|coach|chef|nurse|doctor|student|intern"
-            r"|consultant|architect|sre|cto|ceo|cfo|vp|user|customer|parent|mom|dad|teacher))\b"
+            r"|consultant|architect|sre|cto|ceo|cfo|vp|user|customer|parent|mom|dad|teacher))\b",
+            needs=("i'm", "i am"),
         ),
         "role",
     ),
     (
-        _p(rf"\b(?:i|we) (?:usually |always |currently |mostly )?(?:deploy|ship|push) to {V}"),
+        _p(
+            rf"\b(?:i|we) (?:usually |always |currently |mostly )?(?:deploy|ship|push) to {V}",
+            needs=("deploy to", "ship to", "push to"),
+        ),
         "deploys_to",
     ),
-    (_p(rf"\b(?:i|we)(?:'re| are)? (?:currently |mostly |personally )?(?:use|using) {V}"), "uses"),
+    (
+        _p(
+            rf"\b(?:i|we)(?:'re| are)? (?:currently |mostly |personally )?(?:use|using) {V}",
+            needs=("use", "using"),
+        ),
+        "uses",
+    ),
     (
         _p(
             rf"\b(?:i|we)(?:'re| are)? (?:currently |mostly )?(?:run|running|on) {V}"
-            r"(?<=\d)"
+            r"(?<=\d)",
+            needs=("run", "on "),
         ),
         "runs",
     ),
-    (_p(rf"\b(?:i|we) (?:currently |mostly )?run {V}"), "runs"),
+    (_p(rf"\b(?:i|we) (?:currently |mostly )?run {V}", needs=("run ",)), "runs"),
 ]
 MY_X = _p(
-    rf"\bmy (?P<x>[a-z][\w'-]*(?: [a-z][\w'-]*){{0,3}}?)(?: is|'s| are|:| =|, it's| - it's) {V}"
+    rf"\bmy (?P<x>[a-z][\w'-]*(?: [a-z][\w'-]*){{0,3}}?)(?: is|'s| are|:| =|, it's| - it's) {V}",
+    needs=("my ",),
 )
 KNOWN_ATTRS = re.compile(
     r"favou?rite|email|phone|number|birthday|timezone|time zone|address|budget|rate|limit|title|"
@@ -303,20 +391,28 @@ STATE_WORDS = re.compile(
 AGREE = [
     _p(
         rf"\bwe(?:'ve| have)? (?:all |finally |just )?(?:settled|agreed|decided|landed|aligned)"
-        rf" (?:on|upon) {V}"
+        rf" (?:on|upon) {V}",
+        needs=("ed on", "ed upon"),
     ),
-    _p(rf"\bwe(?:'ve| have)? (?:all |finally |just )?agreed (?:to|that) {V}"),
+    _p(
+        rf"\bwe(?:'ve| have)? (?:all |finally |just )?agreed (?:to|that) {V}",
+        needs=("agreed to", "agreed that"),
+    ),
     _p(rf"^(?:agreed|confirmed|decision|final|settled|decided)\s*[:\-]\s*{V}"),
     _p(rf"^(?:i(?:'m| am) |just )?confirming (?:that |the )?{V}"),
     _p(rf"^(?:let's|lets|let us) (?:go with|go for|stick with|settle on|lock in|do|book) {V}"),
-    _p(rf"\b(?:i'll|i will|we'll|we will|i'm going to) (?:just )?(?:go|stick) with {V}"),
-    _p(rf"^{_VM} it is\s*[.!]*$"),
+    _p(
+        rf"\b(?:i'll|i will|we'll|we will|i'm going to) (?:just )?(?:go|stick) with {V}",
+        needs=("go with", "stick with"),
+    ),
+    _p(rf"^{_VM} it is\s*[.!]*$", needs=(" it is",)),
 ]
 DEAL = _p(r"^(?:it's a |that's a |ok(?:ay)?,? |fine,? |sounds good,? )?deal\s*[.!]*$")
 COMMIT = _p(
     r"\b(?:i'll|i will|ill|i'm going to|i am going to|i'm gonna|im gonna|i shall|let me|i promise"
     r" to|i can have|i'm on it,? i'll)\s+(?:definitely |also |just |quickly |then |now |still "
-    r"|first |personally |gladly |happily |make sure to )*(?P<rest>[^!?;()]+)"
+    r"|first |personally |gladly |happily |make sure to )*(?P<rest>[^!?;()]+)",
+    needs=("ill", "i'll", "going to", "gonna", "i shall", "let me", "i promise to", "i can have"),
 )
 NOT_COMMIT = _p(
     r"^(?:be(?! (?:in touch|there|back|sending|sharing))|need|have(?! (?:it|that|them|the)\b)"
@@ -336,7 +432,18 @@ CLOSE = [
     _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) [^,;!?()]+?){_STOP}"),
     _p(
         rf"^(?:the |my |your |our )?{_VM} (?:is|are|has been|have been) (?:now |all )?(?:done"
-        rf"|finished|sent|complete|completed|shipped|merged|submitted|delivered|sorted)\s*[.!]*$"
+        rf"|finished|sent|complete|completed|shipped|merged|submitted|delivered|sorted)\s*[.!]*$",
+        needs=(
+            "done",
+            "finished",
+            "sent",
+            "complete",
+            "shipped",
+            "merged",
+            "submitted",
+            "delivered",
+            "sorted",
+        ),
     ),
 ]
 BARE_DONE = _p(
@@ -351,11 +458,27 @@ NEED = _p(rf"\b(?:i|we) (?:don't|do not|no longer) need(?: to)? (?:the )?{V}")
 CANCEL_X = _p(rf"^(?:no need to|(?:i|we) no longer need(?: to)?|don't bother with) {V}")
 
 # --- claims about someone else ("you prefer", "Sarah is allergic to") ----------------------
-OTHER = re.compile(
+OTHER = _p(
     rf"(?:^|[\s,])(?P<who>(?i:you)|@[\w.-]+|[A-Z][a-z]+)\s+(?i:(?:really |also |definitely )?"
     rf"(?P<verb>prefers?|likes?|loves?|enjoys?|hates?|dislikes?|can't stand|(?:doesn't|does not"
     rf"|don't|do not) (?:like|want|eat)|(?:is|are|'re) allergic to|lives? in|works? (?:at|for)"
-    rf"|(?:is|are|'re) (?:based|located) in)) {V}"
+    rf"|(?:is|are|'re) (?:based|located) in)) {V}",
+    0,
+    needs=(
+        "prefer",
+        "like",
+        "love",
+        "enjoy",
+        "hate",
+        "stand",
+        "want",
+        " eat",
+        "allergic",
+        "live",
+        "work",
+        "based",
+        "located",
+    ),
 )
 OTHER_VERB: dict[str, tuple[MemoryKind, str, bool]] = {
     "prefer": ("preference", "prefers", False),

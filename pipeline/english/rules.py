@@ -26,6 +26,7 @@ from pipeline.english.patterns import (
     MY_X,
     NAME_PATTERNS,
     NEED,
+    NEEDS,
     NOT_COMMIT,
     NOT_NAMES,
     OTHER,
@@ -70,8 +71,21 @@ _TO = re.compile(r"^to\b\s*", I)
 _NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
 _MARKED = re.compile(r"[\d_@A-Z-]")
 
-PREF_ANYONE = [entry for entry in PREF if not _opens_in_first_person(entry[0])]
-FACT_ANYONE = [entry for entry in FACT if not _opens_in_first_person(entry[0])]
+# Each pattern beside its literal prefilter (() for none), looked up once here: hashing a
+# compiled pattern for a dict look-up costs about as much as a short search.
+Needs = tuple[str, ...]
+_AGREE: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in AGREE]
+_CLOSE: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in (*CLOSE, CANCEL_X)]
+_NAMES: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in NAME_PATTERNS]
+_COMMIT_NEEDS = NEEDS.get(COMMIT, ())
+_MY_X_NEEDS = NEEDS.get(MY_X, ())
+_OTHER_NEEDS = NEEDS.get(OTHER, ())
+PrefRule = tuple[re.Pattern[str], str, bool, Needs]
+FactRule = tuple[re.Pattern[str], str, Needs]
+_PREF: list[PrefRule] = [(p, pred, neg, NEEDS.get(p, ())) for p, pred, neg in PREF]
+_FACT: list[FactRule] = [(p, pred, NEEDS.get(p, ())) for p, pred in FACT]
+PREF_ANYONE = [entry for entry in _PREF if not _opens_in_first_person(entry[0])]
+FACT_ANYONE = [entry for entry in _FACT if not _opens_in_first_person(entry[0])]
 
 
 def normalise(text: str) -> str:
@@ -149,11 +163,31 @@ def candidates(text: str) -> list[Candidate]:
     return found
 
 
+def _lower_ascii(s: str) -> str | None:
+    """The sentence in lower case when it is ASCII, else None (no prefilter applies): in ASCII
+    text a case-insensitive match is exactly a match in the lower-case form; beyond it re's
+    case folding differs from str.lower() (re matches the long s for "s")."""
+    return s.lower() if s.isascii() else None
+
+
+def _ruled_out(low: str | None, needs: Needs) -> bool:
+    """True when a pattern with prefilter `needs` cannot match the sentence whose
+    `_lower_ascii` form is `low`: it has none of the literals."""
+    if low is None or not needs:
+        return False
+    # A loop, not any(): no generator object on the extractor's most frequent call.
+    for literal in needs:  # noqa: SIM110
+        if literal in low:
+            return False
+    return True
+
+
 def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Candidate]:
     """The candidates of one sentence; `first_person` None: whether it says "I" or "we" is
     looked up (True or False forces it, for tests)."""
     if first_person is None:
         first_person = FIRST_PERSON.search(s) is not None
+    low = _lower_ascii(s)
     out: list[Candidate] = []
     if m := CANCEL.match(s):
         rest = NEED.search(s[m.end() :])
@@ -163,20 +197,24 @@ def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Ca
         return [Candidate("agreement", "agreed", "", "channel", hedged=hedged)]
     if BARE_DONE.match(s):
         return [Candidate("closure", "closes", "", "speaker", hedged=hedged)]
-    for pattern in AGREE:
-        if m := pattern.search(s):
+    for pattern, needs in _AGREE:
+        if not _ruled_out(low, needs) and (m := pattern.search(s)):
             if value := clean_value(m["v"]):
                 out.append(Candidate("agreement", "agreed", value, "channel", hedged=hedged))
             break
-    for pattern in (*CLOSE, CANCEL_X):
-        if (m := pattern.search(s)) and (value := clean_value(m["v"])):
+    for pattern, needs in _CLOSE:
+        if (
+            not _ruled_out(low, needs)
+            and (m := pattern.search(s))
+            and (value := clean_value(m["v"]))
+        ):
             predicate = "cancels" if pattern is CANCEL_X else "closes"
             out.append(Candidate("closure", predicate, value, "speaker", hedged=hedged))
             break
-    if not out and (c := _commitment(s, hedged)):
+    if not out and not _ruled_out(low, _COMMIT_NEEDS) and (c := _commitment(s, hedged)):
         out.append(c)
-    out.extend(_preferences(s, hedged, PREF if first_person else PREF_ANYONE))
-    out.extend(_facts(s, hedged, FACT if first_person else FACT_ANYONE))
+    out.extend(_preferences(s, low, hedged, _PREF if first_person else PREF_ANYONE))
+    out.extend(_facts(s, low, hedged, _FACT if first_person else FACT_ANYONE))
     return out
 
 
@@ -199,11 +237,13 @@ def _commitment(s: str, hedged: bool) -> Candidate | None:
 
 
 def _preferences(
-    s: str, hedged: bool, patterns: list[tuple[re.Pattern[str], str, bool]]
+    s: str, low: str | None, hedged: bool, patterns: list[PrefRule]
 ) -> list[Candidate]:
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
-    for pattern, predicate, negated in patterns:
+    for pattern, predicate, negated, needs in patterns:
+        if _ruled_out(low, needs):
+            continue
         for m in pattern.finditer(s):
             if any(a <= m.start("v") < b for a, b in taken):
                 continue
@@ -217,6 +257,8 @@ def _preferences(
 
 def _about_others(s: str, hedged: bool) -> list[Candidate]:
     out: list[Candidate] = []
+    if _ruled_out(_lower_ascii(s), _OTHER_NEEDS):
+        return out
     for m in OTHER.finditer(s):
         who, verb = m["who"], m["verb"].lower()
         if who.lower() == "i" or (value := clean_value(m["v"])) == "":
@@ -231,19 +273,23 @@ def _about_others(s: str, hedged: bool) -> list[Candidate]:
     return out
 
 
-def _facts(s: str, hedged: bool, patterns: list[tuple[re.Pattern[str], str]]) -> list[Candidate]:
+def _facts(s: str, low: str | None, hedged: bool, patterns: list[FactRule]) -> list[Candidate]:
     out: list[Candidate] = []
-    for pattern in NAME_PATTERNS:
-        m = pattern.search(s)
+    for pattern, needs in _NAMES:
+        m = None if _ruled_out(low, needs) else pattern.search(s)
         if m and m["v"].split()[0] not in NOT_NAMES:
             out.append(Candidate("fact", "name", m["v"], "speaker", hedged=hedged))
             break
-    for pattern, predicate in patterns:
-        if (m := pattern.search(s)) and (value := clean_value(m["v"])):
+    for pattern, predicate, needs in patterns:
+        if (
+            not _ruled_out(low, needs)
+            and (m := pattern.search(s))
+            and (value := clean_value(m["v"]))
+        ):
             if predicate in {"uses", "runs"} and _NOT_A_THING.match(value):
                 continue
             out.append(Candidate("fact", predicate, value, "speaker", hedged=hedged))
-    for m in MY_X.finditer(s):
+    for m in () if _ruled_out(low, _MY_X_NEEDS) else MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
             continue

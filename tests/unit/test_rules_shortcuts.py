@@ -4,12 +4,16 @@ replaced, over the labelled set, the vendored chat slices and hand-made edge cas
 from __future__ import annotations
 
 import re
+import warnings
 from functools import cache
+from typing import Any
 
 from bench.extraction import load_lines
-from pipeline.english.patterns import ADDRESS, FILLER, HEDGE, Candidate
+from pipeline.english.patterns import ADDRESS, COMMIT, FILLER, HEDGE, NEEDS, Candidate
 from pipeline.english.rules import (
     _about_others,
+    _lower_ascii,
+    _ruled_out,
     _sentence,
     candidates,
     is_question,
@@ -99,3 +103,124 @@ def test_candidates_match_the_eager_hedge_form() -> None:
         found += len(expected)
         hedged += sum(c.hedged for c in expected)
     assert found > 150 and hedged > 5, (found, hedged)
+
+
+# --- literal prefilters (patterns.NEEDS) -----------------------------------------------------
+
+# A run of the parse tree with more spellings than this is not expanded (none comes close).
+MAX_SPELLINGS = 20_000
+
+
+def _parse(pattern: re.Pattern[str]) -> Any:
+    """The pattern's parse tree (sre_parse is deprecated, so its import warning is silenced)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import sre_parse
+
+    return sre_parse.parse(pattern.pattern, pattern.flags)
+
+
+def _spellings(op: Any, av: Any) -> set[str] | None:
+    """Every string one parse-tree item can match, lower-cased, when there are few; else None."""
+    name = str(op)
+    if name == "LITERAL":
+        return {chr(av).lower()}
+    if name in ("AT", "ASSERT", "ASSERT_NOT"):  # zero width
+        return {""}
+    if name == "IN" and all(str(o) == "LITERAL" for o, _ in av):
+        return {chr(c).lower() for _, c in av}
+    if name == "SUBPATTERN":
+        return _sequence_spellings(av[-1])
+    if name == "BRANCH":
+        found: set[str] = set()
+        for alternative in av[1]:
+            spelt = _sequence_spellings(alternative)
+            if spelt is None:
+                return None
+            found |= spelt
+        return found
+    if name in ("MAX_REPEAT", "MIN_REPEAT") and av[1] <= 3:
+        body = _sequence_spellings(av[2])
+        if body is None:
+            return None
+        found = set()
+        for count in range(av[0], av[1] + 1):
+            found |= _product([body] * count) or set()
+        return found
+    return None
+
+
+def _sequence_spellings(items: Any) -> set[str] | None:
+    parts = [_spellings(op, av) for op, av in items]
+    if any(p is None for p in parts):
+        return None
+    return _product([p for p in parts if p is not None])
+
+
+def _product(parts: list[set[str]]) -> set[str] | None:
+    found = {""}
+    for part in parts:
+        found = {a + b for a in found for b in part}
+        if len(found) > MAX_SPELLINGS:
+            return None
+    return found
+
+
+def _always_contains(items: Any, needs: tuple[str, ...]) -> bool:
+    """True when every string the parse-tree sequence matches contains one of `needs` (lower
+    case): some run of items with few spellings has one in each spelling, or one item (a group,
+    a required repeat, a branch in every alternative) always does."""
+    run: list[set[str]] = []
+    for op, av in [*items, (None, None)]:
+        spelt = None if op is None else _spellings(op, av)
+        if spelt is not None:
+            run.append(spelt)
+            continue
+        whole = _product(run)
+        if run and whole and all(any(n in s for n in needs) for s in whole):
+            return True
+        run = []
+        name = str(op)
+        if name == "SUBPATTERN" and _always_contains(av[-1], needs):
+            return True
+        if name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1 and _always_contains(av[2], needs):
+            return True
+        if name == "BRANCH" and all(_always_contains(a, needs) for a in av[1]):
+            return True
+    return False
+
+
+def test_every_prefilter_holds_for_every_match_by_the_parse_tree() -> None:
+    assert len(NEEDS) >= 35
+    for pattern, needs in NEEDS.items():
+        assert needs and all(n == n.lower() for n in needs), pattern.pattern
+        assert _always_contains(_parse(pattern).data, needs), (pattern.pattern, needs)
+
+
+def test_the_parse_tree_check_rejects_a_literal_a_match_can_lack() -> None:
+    # "i will" is one spelling of COMMIT's opening among eleven; "going to" is only inside words.
+    assert not _always_contains(_parse(COMMIT).data, ("i will",))
+    assert not _always_contains(_parse(re.compile(r"\bgo(?:ing)? to\b", re.I)).data, ("going",))
+    assert _always_contains(_parse(re.compile(r"\bwe (?:settled|agreed) on", re.I)).data, ("ed o",))
+
+
+def test_no_prefilter_rejects_a_sentence_its_pattern_matches() -> None:
+    matched = ruled_out = 0
+    for raw in {s for text in texts() for s in sentences(text)}:
+        for s in (raw, ADDRESS.sub("", FILLER.sub("", raw)).strip()):
+            low = _lower_ascii(s)
+            for pattern, needs in NEEDS.items():
+                if pattern.search(s):
+                    assert not _ruled_out(low, needs), (pattern.pattern, s)
+                    matched += 1
+                else:
+                    ruled_out += _ruled_out(low, needs)
+    assert matched > 300 and ruled_out > 10_000, (matched, ruled_out)
+
+
+def test_non_ascii_sentences_are_never_ruled_out() -> None:
+    # re's case folding matches the long s for "s"; str.lower() keeps it, so "suits me" is not
+    # in the lower-case form and a prefilter on it would lose the preference.
+    s = "The window \u017fuits me"
+    assert _lower_ascii(s) is None and "suits me" not in s.lower()
+    assert _sentence(s, False) == [Candidate("preference", "prefers", "window", "speaker")]
