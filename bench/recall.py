@@ -9,9 +9,9 @@ distractors, and questions that share few words with the answer. The customer-me
 (bench/data/customer_memory.jsonl, written blind, the same shape): customer-service
 conversations of 8-14 messages, each stating several details of the same kinds, and the
 question an assistant would later ask its memory about that customer (the issue's top-1
-target is for such questions); a second and a third such set by other blind authors
-(bench/data/customer_memory_b.jsonl, customer_memory_c.jsonl), each held out until ranking
-had been designed against the one before. The
+target is for such questions); a second, third and fourth such set by other blind authors
+(bench/data/customer_memory_b.jsonl, customer_memory_c.jsonl, customer_memory_d.jsonl), each
+held out until ranking had been designed against the ones before. The
 long-conversation set (bench/data/long_conversations.jsonl, written blind; bench/longconv.py):
 six conversations of two people over twelve sittings each, about 220 messages, with questions
 whose evidence is every message stating the answer; its conversations alternate between the
@@ -28,7 +28,7 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--sets friends,paraphrases,customer,customer-b,customer-c,long]
+[--one-channel] [--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,long]
 [--json [PATH]]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
@@ -78,11 +78,16 @@ CUSTOMER_MEMORY_B = Path(__file__).resolve().parent / "data" / "customer_memory_
 # A third, by a third blind author (2026-12-04), written when the second had been measured
 # while ranking changed: held out, run only to report.
 CUSTOMER_MEMORY_C = Path(__file__).resolve().parent / "data" / "customer_memory_c.jsonl"
+# A fourth (2026-12-05), written blind after the third had been measured once: its author was
+# asked to vary who states the answer (customer, agent, a second human), which the third set
+# had shown to matter. Held out, run only to report.
+CUSTOMER_MEMORY_D = Path(__file__).resolve().parent / "data" / "customer_memory_d.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
 CUSTOMER_B_TENANT = "bench-customer-b"
 CUSTOMER_C_TENANT = "bench-customer-c"
+CUSTOMER_D_TENANT = "bench-customer-d"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
@@ -101,11 +106,31 @@ CUSTOMER_C_AGENT_SPEAKERS = frozenset(
         "Venue Assistant", "VetLine",
     }
 )  # fmt: skip
+# The fourth set's agents: every case's own, each name ending in Assistant, Bot, Concierge,
+# Desk, Support or Helper.
+CUSTOMER_D_AGENT_SPEAKERS = frozenset(
+    {
+        "BoxMaster Movers Concierge", "BrightSmile Dental Helper", "Brightwater Energy Bot",
+        "CareWell Pharmacy Assistant", "Cedar Hill Vet Assistant", "Clearstream Water Helper",
+        "CloudNest Billing Assistant", "Cobalt Insurance Helper", "Equator Air Support",
+        "FixRight Home Helper", "Glasshouse Venues Concierge", "Golden Ladle Catering Concierge",
+        "HandyHub Repair Support", "Harborview Hotel Concierge", "Haven Insurance Concierge",
+        "IronPeak Fitness Support", "Keystone Credit Union Assistant",
+        "Lakeshore University Admissions Desk", "LedgerLine Tax Assistant",
+        "Lumen Home Returns Helper", "Maple Grove Leasing Helper", "MediQuick Pharmacy Bot",
+        "Northgate Bank Assistant", "Orchard Family Dental Desk", "Parkline Residences Assistant",
+        "Pawsitive Vet Desk", "Pulse Fibre Support", "PulseFit Member Helper",
+        "Riverside Pavilion Events Desk", "RoadRunner Rentals Desk", "Saffron Table Catering Bot",
+        "Seabreeze Resort Desk", "SkyLark Airways Assistant", "Stackly Billing Support",
+        "SwiftHaul Moving Desk", "TaxTrail Filing Support", "Threadline Returns Support",
+        "Velo Car Hire Bot", "Vireo Mobile Support", "Westbrook Admissions Helper",
+    }
+)  # fmt: skip
 GRAPH_MODES = ("keyword", "vector", "hybrid")
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 SPLITS = ("dev", "test", "all")
-SETS = ("friends", "paraphrases", "customer", "customer-b", "customer-c", "long")
+SETS = ("friends", "paraphrases", "customer", "customer-b", "customer-c", "customer-d", "long")
 
 Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
 
@@ -577,6 +602,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "customer memory C (blind, held out)",
             CUSTOMER_C_TENANT,
             CUSTOMER_C_AGENT_SPEAKERS,
+        ),
+        "customer-d": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_D,
+            "customer memory D (blind, held out)",
+            CUSTOMER_D_TENANT,
+            CUSTOMER_D_AGENT_SPEAKERS,
         ),
         "long": lambda: long_corpus(args.split),
     }
