@@ -1,7 +1,7 @@
 """Loaders that turn the public conversation data sets into turn events, for tests and benchmarks.
 
 Tests read small slices vendored under tests/data (so a clone on its own runs them); benchmarks
-read the full sets from ``../shared/data`` beside the project (``bench.shared``). Both trees
+read the full sets from the data tree beside the project (``bench.shared``). Both trees
 have the same layout, and every loader takes the tree as ``root``. Loaders return plain
 JSON-shaped dicts (what a platform would emit) and have twins that validate them into
 ``TurnEvent`` objects. bench/slices.py cuts the slices; tests/data/README.md says how.

@@ -155,7 +155,7 @@ def candidates(text: str) -> list[Candidate]:
         if _is_question(raw, body):
             continue
         # Claims about others read the unstripped sentence: "@marco likes X" names its subject.
-        out = _sentence(body.strip(), False) + _about_others(raw, False)
+        out = _sentence(body.strip()) + _about_others(raw)
         # Most sentences give nothing, so the hedge search runs only on those that do.
         if out and HEDGE.search(raw):
             out = [replace(c, hedged=True) for c in out]
@@ -182,9 +182,9 @@ def _ruled_out(low: str | None, needs: Needs) -> bool:
     return True
 
 
-def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Candidate]:
-    """The candidates of one sentence; `first_person` None: whether it says "I" or "we" is
-    looked up (True or False forces it, for tests)."""
+def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
+    """The candidates of one sentence, unhedged (candidates() marks hedges); `first_person`
+    None: whether it says "I" or "we" is looked up (True or False forces it, for tests)."""
     if first_person is None:
         first_person = FIRST_PERSON.search(s) is not None
     low = _lower_ascii(s)
@@ -192,15 +192,15 @@ def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Ca
     if m := CANCEL.match(s):
         rest = NEED.search(s[m.end() :])
         value = clean_value(rest["v"]) if rest else ""
-        return [Candidate("closure", "cancels", value, "speaker", hedged=hedged)]
+        return [Candidate("closure", "cancels", value, "speaker")]
     if DEAL.match(s):
-        return [Candidate("agreement", "agreed", "", "channel", hedged=hedged)]
+        return [Candidate("agreement", "agreed", "", "channel")]
     if BARE_DONE.match(s):
-        return [Candidate("closure", "closes", "", "speaker", hedged=hedged)]
+        return [Candidate("closure", "closes", "", "speaker")]
     for pattern, needs in _AGREE:
         if not _ruled_out(low, needs) and (m := pattern.search(s)):
             if value := clean_value(m["v"]):
-                out.append(Candidate("agreement", "agreed", value, "channel", hedged=hedged))
+                out.append(Candidate("agreement", "agreed", value, "channel"))
             break
     for pattern, needs in _CLOSE:
         if (
@@ -209,16 +209,16 @@ def _sentence(s: str, hedged: bool, first_person: bool | None = None) -> list[Ca
             and (value := clean_value(m["v"]))
         ):
             predicate = "cancels" if pattern is CANCEL_X else "closes"
-            out.append(Candidate("closure", predicate, value, "speaker", hedged=hedged))
+            out.append(Candidate("closure", predicate, value, "speaker"))
             break
-    if not out and not _ruled_out(low, _COMMIT_NEEDS) and (c := _commitment(s, hedged)):
+    if not out and not _ruled_out(low, _COMMIT_NEEDS) and (c := _commitment(s)):
         out.append(c)
-    out.extend(_preferences(s, low, hedged, _PREF if first_person else PREF_ANYONE))
-    out.extend(_facts(s, low, hedged, _FACT if first_person else FACT_ANYONE))
+    out.extend(_preferences(s, low, _PREF if first_person else PREF_ANYONE))
+    out.extend(_facts(s, low, _FACT if first_person else FACT_ANYONE))
     return out
 
 
-def _commitment(s: str, hedged: bool) -> Candidate | None:
+def _commitment(s: str) -> Candidate | None:
     m = COMMIT.search(s)
     if m is None or _CONDITION.search(s):
         return None
@@ -233,12 +233,10 @@ def _commitment(s: str, hedged: bool) -> Candidate | None:
     value = clean_value(vm["v"]) if vm else ""
     if not value or (len(value.split()) < 2 and value.lower() in {"do", "try", "see", "check"}):
         return None
-    return Candidate("commitment", "commitment", value, "speaker", False, hedged, due_phrase)
+    return Candidate("commitment", "commitment", value, "speaker", due_phrase=due_phrase)
 
 
-def _preferences(
-    s: str, low: str | None, hedged: bool, patterns: list[PrefRule]
-) -> list[Candidate]:
+def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Candidate]:
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
     for pattern, predicate, negated, needs in patterns:
@@ -250,12 +248,12 @@ def _preferences(
             value = clean_value(m["v"])
             value = clean_value(_TO.sub("", value))
             if value:
-                out.append(Candidate("preference", predicate, value, "speaker", negated, hedged))
+                out.append(Candidate("preference", predicate, value, "speaker", negated))
                 taken.append((m.start(), m.end()))
     return out
 
 
-def _about_others(s: str, hedged: bool) -> list[Candidate]:
+def _about_others(s: str) -> list[Candidate]:
     out: list[Candidate] = []
     if _ruled_out(_lower_ascii(s), _OTHER_NEEDS):
         return out
@@ -269,16 +267,16 @@ def _about_others(s: str, hedged: bool) -> list[Candidate]:
             continue
         kind, predicate, _ = OTHER_VERB[key]
         subject = "other" if who.lower() == "you" else f"name:{who}"
-        out.append(Candidate(kind, predicate, value, subject, negated, hedged))
+        out.append(Candidate(kind, predicate, value, subject, negated))
     return out
 
 
-def _facts(s: str, low: str | None, hedged: bool, patterns: list[FactRule]) -> list[Candidate]:
+def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]:
     out: list[Candidate] = []
     for pattern, needs in _NAMES:
         m = None if _ruled_out(low, needs) else pattern.search(s)
         if m and m["v"].split()[0] not in NOT_NAMES:
-            out.append(Candidate("fact", "name", m["v"], "speaker", hedged=hedged))
+            out.append(Candidate("fact", "name", m["v"], "speaker"))
             break
     for pattern, predicate, needs in patterns:
         if (
@@ -288,11 +286,11 @@ def _facts(s: str, low: str | None, hedged: bool, patterns: list[FactRule]) -> l
         ):
             if predicate in {"uses", "runs"} and _NOT_A_THING.match(value):
                 continue
-            out.append(Candidate("fact", predicate, value, "speaker", hedged=hedged))
+            out.append(Candidate("fact", predicate, value, "speaker"))
     for m in () if _ruled_out(low, _MY_X_NEEDS) else MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
             continue
         if KNOWN_ATTRS.search(attr) or _MARKED.search(value):
-            out.append(Candidate("fact", snake(attr), value, "speaker", hedged=hedged))
+            out.append(Candidate("fact", snake(attr), value, "speaker"))
     return out

@@ -216,9 +216,9 @@ def test_sentences_without_i_or_we_skip_only_patterns_that_could_not_match() -> 
     skipped = found = 0
     for raw in (s for text in texts for s in sentences(text)):
         body = ADDRESS.sub("", FILLER.sub("", raw)).strip()
-        forced = _sentence(body, False, first_person=True)
-        assert _sentence(body, False) == forced, body
-        skipped += _sentence(body, False, first_person=False) == [] and forced != []
+        forced = _sentence(body, first_person=True)
+        assert _sentence(body) == forced, body
+        skipped += _sentence(body, first_person=False) == [] and forced != []
         found += forced != []
     # The comparison is only worth something if the forced patterns found things to lose.
     assert found > 100 and skipped > 50, (found, skipped)

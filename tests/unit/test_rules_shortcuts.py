@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -74,8 +75,7 @@ def plain_candidates(text: str) -> list[Candidate]:
             continue
         hedged = bool(HEDGE.search(raw))
         body = ADDRESS.sub("", FILLER.sub("", raw)).strip()
-        found.extend(_sentence(body, hedged))
-        found.extend(_about_others(raw, hedged))
+        found.extend(replace(c, hedged=hedged) for c in _sentence(body) + _about_others(raw))
     return found
 
 
@@ -223,4 +223,4 @@ def test_non_ascii_sentences_are_never_ruled_out() -> None:
     # in the lower-case form and a prefilter on it would lose the preference.
     s = "The window \u017fuits me"
     assert _lower_ascii(s) is None and "suits me" not in s.lower()
-    assert _sentence(s, False) == [Candidate("preference", "prefers", "window", "speaker")]
+    assert _sentence(s) == [Candidate("preference", "prefers", "window", "speaker")]

@@ -1,7 +1,8 @@
 """The stages on real public conversations: tau-bench tool traffic, FriendsQA group scenes.
 
-They read the slices vendored in tests/data (see its README), never ../shared: a clone on its
-own must pass. The figures pinned here are the slices' own, counted from the raw JSON.
+They read the slices vendored in tests/data (see its README), never the full sets beside the
+project: a clone on its own must pass. The figures pinned here are the slices' own, counted
+from the raw JSON.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_tests_read_the_slices_in_the_repository() -> None:
 
 
 def test_benchmarks_name_the_missing_shared_data(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"\.\./shared/data") as info:
+    with pytest.raises(FileNotFoundError, match="benchmarks need them beside the project") as info:
         shared_data_dir(tmp_path / "absent")
     assert str(tmp_path / "absent") in str(info.value)
     assert shared_data_dir(DATA_DIR) == DATA_DIR  # any tree with both files
