@@ -19,6 +19,7 @@ from typing import Any, Final
 import neo4j
 
 from pipeline.embedder import Embedder
+from pipeline.english.answers import asked_kinds, stated_kinds
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.cypher.search import per_label
@@ -50,6 +51,7 @@ from pipeline.rank import (
     group,
     label_share,
     normalise,
+    prefer_stated,
     runs,
     segment_prior,
     select,
@@ -164,8 +166,8 @@ def _answer(
     *,
     passed: dict[str, float],
 ) -> list[RecallItem]:
-    """Score messages with their context (each neighbour passing on its `passed` relevance), fill
-    the budget, and show the chosen ones as windows."""
+    """Score messages with their context (each neighbour passing on its `passed` relevance) and
+    the kind of value they state, fill the budget, and show the chosen ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
@@ -175,7 +177,11 @@ def _answer(
     stretches = runs(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
-    scores = context_scores(relevance, stretches, query.neighbours, shared=passed)
+    asked = asked_kinds(query.query or "")
+    stating = [key for key, p in passages.items() if asked and stated_kinds(p.text, asked)]
+    scores = prefer_stated(
+        context_scores(relevance, stretches, query.neighbours, shared=passed), stating
+    )
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
         for key, p in passages.items()

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.rank import (
+    ANSWER_KIND_BOOST,
     MAX_WINDOW,
     NEIGHBOUR_SHARE,
     Passage,
@@ -18,6 +19,7 @@ from pipeline.rank import (
     group,
     label_share,
     normalise,
+    prefer_stated,
     runs,
     select,
     split_run,
@@ -113,6 +115,32 @@ def test_a_neighbour_passes_on_what_it_said_not_who_said_it() -> None:
     # A message's own score is its whole relevance still, name and all.
     assert passed["k01"] == 1.0
     assert passed["k04"] == pytest.approx(1.0 + NEIGHBOUR_SHARE * 0.2)
+
+
+def test_the_message_stating_the_value_asked_for_leads_its_window() -> None:
+    # The opening raised the matter (k01, the best match); the value comes five messages later
+    # (k06, a weaker match). Windows hold at most MAX_WINDOW, so only the boost shows k06 first.
+    stretch = [[f"k{n:02d}" for n in range(1, 9)]]
+    relevance = {"k01": 1.0, "k02": 0.6, "k03": 0.3, "k05": 0.3, "k06": 0.8, "k07": 0.3}
+    plain = context_scores(relevance, stretch, radius=1)
+    stated = prefer_stated(plain, ["k06"])
+    assert max(plain, key=plain.__getitem__) == "k01"
+    assert max(stated, key=stated.__getitem__) == "k06"
+    assert stated["k06"] == pytest.approx(plain["k06"] * ANSWER_KIND_BOOST)
+    # Nothing else moves: the boost lends nothing to neighbours.
+    assert {k: v for k, v in stated.items() if k != "k06"} == {
+        k: v for k, v in plain.items() if k != "k06"
+    }
+    units = [message(n, stated[f"k{n:02d}"]) for n in range(1, 9)]
+    first = group(select(units, 8), stretch, relevance)[0]
+    assert isinstance(first, Window) and first.lead == "k06"
+    assert "m6" in first.evidence and len(first.evidence) <= MAX_WINDOW
+
+
+def test_a_clearly_better_match_keeps_the_lead_over_a_stated_value() -> None:
+    scores = {"k01": 2.0, "k06": 1.0}
+    assert max(prefer_stated(scores, ["k06"]).values()) == 2.0
+    assert prefer_stated(scores, []) == scores
 
 
 def test_the_label_share_is_the_keyword_score_less_the_contents_normalised_and_weighted() -> None:
