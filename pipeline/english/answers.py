@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
+from pipeline.english.cues import DAYS, MONTHS
+
 ValueKind = Literal["time", "date", "money", "duration", "count", "identifier"]
 
 _NUMBER_WORDS: Final = (
@@ -20,11 +22,12 @@ _NUMBER_WORDS: Final = (
     r"fifteen|twenty|thirty|forty|fifty|sixty|ninety|half an?|a couple of|a few)"
 )
 _UNITS: Final = r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|years?)"
+# Months that are also common words ("you may", "march over", "mar") count only capitalised.
+_COMMON_WORD_MONTHS: Final = frozenset({"may", "march", "mar"})
 _MONTHS: Final = (
-    r"(?:january|february|april|june|july|august|september|october|november|december|"
-    r"jan|feb|apr|jun|jul|aug|sept?|oct|nov|dec)"
+    "(?:" + "|".join(m for m in MONTHS.split("|") if m not in _COMMON_WORD_MONTHS) + ")"
 )
-_WEEKDAYS: Final = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+_WEEKDAYS: Final = rf"(?:{DAYS})s?"
 
 # What a message states. Case-insensitive, except the months that are also common words.
 _STATED: Final[dict[ValueKind, re.Pattern[str]]] = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-_DAYS = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = (
+# Day and month names as regular-expression alternatives (also read by answers.py).
+DAYS = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+MONTHS = (
     r"january|february|march|april|may|june|july|august|september|october|november|december|"
     r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 )
@@ -14,7 +15,7 @@ COMMITMENT = re.compile(
     r"\b(i'll|i will|i'm going to|i am going to|i promise|let me (?!know)|we'll|we will|i'm on it|"
     r"will (send|share|call|email|book|follow up|get back|check|handle|update|pay|bring|"
     r"confirm|fix|review|prepare|finish|deliver|schedule|arrange|ping)|"
-    rf"by (the )?({_DAYS}|tomorrow|tonight|eod|cob|noon|end of (the )?(day|week|month)|"
+    rf"by (the )?({DAYS}|tomorrow|tonight|eod|cob|noon|end of (the )?(day|week|month)|"
     r"next week|\d))",
     re.IGNORECASE,
 )
@@ -29,6 +30,6 @@ QUANTITY = re.compile(
     r"\d+(st|nd|rd|th|am|pm|s|k|m|h|hr|hrs|min|mins|kg|km|mb|gb|x|ish)", re.IGNORECASE
 )
 NUMBER = re.compile(
-    rf"\d|[$€£¥]|\b({_DAYS}|{_MONTHS}|today|tomorrow|tonight|yesterday|noon|midnight)\b",
+    rf"\d|[$€£¥]|\b({DAYS}|{MONTHS}|today|tomorrow|tonight|yesterday|noon|midnight)\b",
     re.IGNORECASE,
 )
