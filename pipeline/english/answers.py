@@ -5,7 +5,7 @@ A question about an arrangement ("which day of the month should the loan be debi
 the message that opened the matter more than the one that settled it ("Make it the 2nd"): the
 opening repeats its words, the answer states its value. Knowing the kind of value asked for lets
 recall prefer, among comparably relevant messages, those that state one (pipeline/rank.py,
-`typed_scores`). A question asking for no such kind (why, who, what happened) gets none.
+`prefer_stated`). A question asking for no such kind (why, who, what happened) gets none.
 """
 
 from __future__ import annotations
