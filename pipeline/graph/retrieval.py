@@ -70,18 +70,21 @@ def run_combined(
     statement = search_cypher.combined(tuple(parts))
     found: dict[str, float] = {}
     for record in session.run(statement, {**ask.params, **values}):
-        if record["label"] == SEGMENT:
+        label: str = record["label"]
+        if label == SEGMENT:
             if segments is not None:
-                segment = record["row"]
-                segments[segment["key"]] = (float(segment["score"]), list(segment["covers"]))
+                for segment in record["rows"]:
+                    segments[segment["key"]] = (float(segment["score"]), list(segment["covers"]))
             continue
-        if record["label"] == search_cypher.SAID_PART:
+        if label == search_cypher.SAID_PART:
             if said is not None:
-                said[record["row"]["key"]] = float(record["row"]["score"])
+                said.update((row["key"], float(row["score"])) for row in record["rows"])
             continue
-        kind, row = KINDS[record["label"]], search_row(record["row"])
-        rows.setdefault(row["key"], (kind, row))
-        found[row["key"]] = float(row["score"])
+        kind = KINDS[label]
+        for raw in record["rows"]:
+            row = search_row(raw)
+            rows.setdefault(row["key"], (kind, row))
+            found[row["key"]] = float(row["score"])
     return found
 
 

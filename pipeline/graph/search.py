@@ -307,8 +307,7 @@ def _neighbours(
 ) -> list[dict[str, Any]]:
     if not hits or window == 0:
         return []
-    return _run(
-        session,
+    record = session.run(
         search_cypher.NEIGHBOURS,
         {
             "keys": list(hits),
@@ -318,7 +317,8 @@ def _neighbours(
             "since": params["since"],
             "until": params["until"],
         },
-    )
+    ).single(strict=True)
+    return [search_row(row) for row in record["rows"]]
 
 
 def _passage(row: dict[str, Any]) -> Passage:
