@@ -116,6 +116,8 @@ def test_combined_search_names_each_parameter_per_label_and_tags_rows() -> None:
     statement = combined(parts)
     assert statement.count("UNION ALL") == 1
     assert "RETURN 'Episode' AS label" in statement and "RETURN 'Fact' AS label" in statement
+    # One record a part, its rows as a list: the driver's cost is per record.
+    assert statement.count("collect({key: key") == 2 and "AS rows" in statement
     for name in ("index", "lucene", "k"):
         assert f"${per_label(name, 'Episode')}" in statement
         assert f"${per_label(name, 'Fact')}" in statement
