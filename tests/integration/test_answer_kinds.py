@@ -27,7 +27,9 @@ SETTLED = ("ch-settled", "k2", "the loan gets debited on a Tuesday")
 
 
 @pytest.fixture(scope="module")
-def tenant(worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger) -> str:
+def loan_tenant(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> str:
     tenant = f"r{uuid.uuid4().hex[:12]}"
     events = [
         event(
@@ -58,12 +60,12 @@ def first_matched(graph: GraphStore, tenant: str, question: str) -> list[str]:
 
 
 def test_a_question_asking_for_a_day_leads_with_the_message_stating_one(
-    graph: GraphStore, tenant: str
+    graph: GraphStore, loan_tenant: str
 ) -> None:
-    assert first_matched(graph, tenant, "what day does the loan get debited?") == ["k2"]
+    assert first_matched(graph, loan_tenant, "what day does the loan get debited?") == ["k2"]
 
 
 def test_a_question_asking_for_no_kind_keeps_the_better_match_first(
-    graph: GraphStore, tenant: str
+    graph: GraphStore, loan_tenant: str
 ) -> None:
-    assert first_matched(graph, tenant, "why does the loan get debited?") == ["k1"]
+    assert first_matched(graph, loan_tenant, "why does the loan get debited?") == ["k1"]
