@@ -17,8 +17,9 @@ from pipeline.english.cues import DAYS, MONTHS
 
 ValueKind = Literal["time", "date", "money", "duration", "count", "identifier"]
 
+_SMALL_NUMBERS: Final = r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _NUMBER_WORDS: Final = (
-    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    rf"(?:a|an|{_SMALL_NUMBERS}|"
     r"fifteen|twenty|thirty|forty|fifty|sixty|ninety|half an?|a couple of|a few)"
 )
 _UNITS: Final = r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|years?)"
@@ -53,7 +54,7 @@ _STATED: Final[dict[ValueKind, re.Pattern[str]]] = {
     ),
     "duration": re.compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})[\s-]+{_UNITS}\b", re.IGNORECASE),
     "count": re.compile(
-        r"\b\d+\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen)\b",
+        rf"\b\d+\b|\b(?:{_SMALL_NUMBERS}|dozen)\b",
         re.IGNORECASE,
     ),
     "identifier": re.compile(
