@@ -754,7 +754,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(*parts, file=out, flush=True)
 
     corpus = load_corpus(root)
-    settings = Settings(embedder=args.embedder)
+    # Every query pays its embedding: the same questions recur across kinds and the warm-up,
+    # so a reader's memory of recent query vectors would time its look-ups instead.
+    settings = Settings(embedder=args.embedder, recall_query_vectors=0)
     # Queries as a reader embeds them (MiniLM in int8 unless MEMSYNC_QUANTIZED_QUERIES=false);
     # the tenant's memory as an embed worker does (float, every core).
     embedder = make_embedder(settings)

@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     # the agents it recalls for in memory, up to this many MB, so recall's cosine is one matrix
     # product instead of Neo4j reading each vector (pipeline/graph/vectorcache.py). 0: off.
     recall_vector_cache_mb: int = Field(default=512, ge=0)
+    # A long-lived reader's MiniLM remembers the vectors of its latest this-many distinct query
+    # texts: agents building context for the same message embed it once (a query costs 2-12 ms
+    # of CPU, by core). 0: off.
+    recall_query_vectors: int = Field(default=256, ge=0)
     # Rolling summaries: unsummarised episodes past this many tokens fold their oldest half into
     # the channel summary; every `summary_reanchor_every` folds it is rebuilt from raw episodes.
     summarizer: Literal["extractive", "llm"] = "extractive"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -171,4 +172,31 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
         return MiniLMEmbedder(runtime="numpy")
     if use == "batches":
         return MiniLMEmbedder(batches=True, quantized=settings.embed_quantized)
-    return MiniLMEmbedder(quantized_queries=settings.quantized_queries)
+    return MiniLMEmbedder(
+        quantized_queries=settings.quantized_queries, remember=settings.recall_query_vectors
+    )
+
+
+class Remembered:
+    """The vectors of the latest `size` distinct texts embedded one at a time (a reader's
+    queries), least recently used out first; thread-safe. Each caller gets its own copy."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._vectors: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> list[float] | None:
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is None:
+                return None
+            self._vectors.move_to_end(text)
+            return list(vector)
+
+    def put(self, text: str, vector: Sequence[float]) -> None:
+        with self._lock:
+            self._vectors[text] = tuple(vector)
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)

