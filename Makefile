@@ -70,7 +70,7 @@ SEED ?= 1
 chaos: deps
 	$(BIN)/python -m tests.chaos --minutes $(MINUTES) --seed $(SEED)
 
-## chaos-test: the 3-minute seeded fault schedule as a test, alone (it is part of `make test` too)
+## chaos-test: the 2-minute seeded fault schedule as a test, alone (it is part of `make test` too)
 chaos-test: deps
 	$(BIN)/pytest -m chaos
 
