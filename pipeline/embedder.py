@@ -156,7 +156,7 @@ def make_embedder(settings: Settings, *, use: EmbedderUse = "queries") -> Embedd
     """The configured embedder (MEMSYNC_EMBEDDER), or None when embeddings are off.
 
     `use` says what the process will embed. "queries": a reader (recall, build_context); MiniLM
-    runs each on one thread, in int8 unless `quantized_queries` is off. "batches": an embed
+    runs each on at most two threads, in int8 unless `quantized_queries` is off. "batches": an embed
     worker; MiniLM runs on every core from the start (float unless `embed_quantized`). "once":
     a process that embeds one query and exits (the CLI's `recall` and `context`); MiniLM runs
     on numpy, ready in about a quarter of the second onnxruntime needs to build its session,

@@ -35,8 +35,9 @@ _EPS: Final = 1e-12
 # Texts of similar length share a batch so that padding costs little.
 _CHUNK: Final = 32
 _FFN_ROWS: Final = 256
-# Up to this many word pieces (a query or two) run on the calling thread alone.
-_ONE_THREAD_TOKENS: Final = 128
+# Up to this many word pieces (a query or two) run as a query: on onnxruntime's query session,
+# or on one BLAS thread with numpy.
+_QUERY_TOKENS: Final = 128
 # The model name of vectors embedded by the int8 graph (MEMSYNC_EMBED_QUANTIZED).
 INT8_SUFFIX: Final = "+int8"
 
@@ -53,7 +54,7 @@ class Encoder(Protocol):
     def encode(
         self, ids: NDArray[np.int64], mask: NDArray[np.float32], *, small: bool
     ) -> NDArray[np.float32]:
-        """`small`: a query or two, run on the calling thread alone."""
+        """`small`: a query or two (the query session, or one BLAS thread)."""
         ...
 
 
@@ -343,7 +344,7 @@ class MiniLMEmbedder:
     def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         encoder, tokenizer = self._model()
         encoded = tokenizer.encode_batch(list(texts))
-        small = sum(len(e.ids) for e in encoded) <= _ONE_THREAD_TOKENS
+        small = sum(len(e.ids) for e in encoded) <= _QUERY_TOKENS
         return self._encode(encoder, encoded, small=small)
 
     @staticmethod

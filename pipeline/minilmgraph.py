@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     Weights = dict[str, NDArray[np.float32]]
 
 _OPSET: Final = 20  # Gelu arrived in opset 20
+# A query's session runs on this many threads at most. On cores without AVX-512 VNNI a question
+# costs 6-12 ms, and a second thread cut hybrid recall's p95 at 100k episodes for the same CPU
+# (docs/benchmarks.md); more would take cores Neo4j is using for the same recall.
+QUERY_THREADS: Final = 2
 
 
 class _Graph:
@@ -184,7 +188,7 @@ def _layer(g: _Graph, x: str, bias: str, prefix: str, name: str) -> str:
 
 
 class OnnxEncoder:
-    """One onnxruntime session at a time over the graph: on the calling thread alone while only
+    """One onnxruntime session at a time over the graph: on at most QUERY_THREADS while only
     queries come (the read side shares its cores with Neo4j), on every core from the first
     batch on (an embed worker). A session holds its own packed copy of the weights, so the
     query session is dropped when the batch one is made, and the serialised graph is dropped
@@ -220,7 +224,9 @@ class OnnxEncoder:
                 return self._batch
             if small and not self._batches:
                 if self._query is None:
-                    self._query = self._make(1, quantized=self._quantized_queries)
+                    self._query = self._make(
+                        min(QUERY_THREADS, _cores()), quantized=self._quantized_queries
+                    )
                 return self._query
             self._batch, self._query = (
                 self._make(_cores(), quantized=self._quantized_batches),
