@@ -8,10 +8,10 @@ Reads the full set from ../shared/data, or the vendored slice in tests/data when
 Run: `.venv/bin/python -m bench.embedding [--embedder minilm|minilm-numpy|minilm-int8|wordllama|
 all] [--batch 256] [--repeat 3] [--load N] [--use queries|batches|both]` (`minilm-numpy`: the same
 model on its numpy fallback runtime; `minilm-int8`: in int8 throughout, as embed workers run it
-with MEMSYNC_EMBED_QUANTIZED; `minilm-reader`: as a long-lived reader runs it, queries in int8
-and the latest 256 remembered; `--load N`: N CPU-bound processes run beside it, as Neo4j
-and the other workers would on a shared machine; `--use`: as a reader embeds, as an embed
-worker does, or both in turn).
+with MEMSYNC_EMBED_QUANTIZED; `minilm-reader`: as `make_embedder` builds it for a long-lived
+reader, queries in int8 and the latest 256 remembered by default; `--load N`: N CPU-bound
+processes run beside it, as Neo4j and the other workers would on a shared machine; `--use`: as
+a reader embeds, as an embed worker does, or both in turn).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 
 from bench.emitlatency import start_burners, stop_burners
 from bench.shared import shared_data_dir
-from pipeline.embedder import Embedder, WordLlamaEmbedder, labelled
+from memsync.settings import Settings
+from pipeline.embedder import Embedder, WordLlamaEmbedder, labelled, make_embedder
 from pipeline.minilm import MiniLMEmbedder
 from tests.datasets import TESTS_DATA_DIR, friends_raw_events
 
@@ -42,18 +43,24 @@ def utterances() -> tuple[list[str], Path]:
     return texts, root
 
 
+def _reader(batches: bool) -> Embedder:
+    """MiniLM as `make_embedder` builds it for a long-lived reader (for batches, an embed
+    worker), under this process's MEMSYNC_* settings."""
+    made = make_embedder(Settings(embedder="minilm"), use="batches" if batches else "queries")
+    assert made is not None  # MiniLM is never "none"
+    return made
+
+
 # Each embedder as a reader (queries) or an embed worker (batches) would make it.
 EMBEDDERS: dict[str, Callable[[bool], Embedder]] = {
     "minilm": lambda batches: MiniLMEmbedder(batches=batches),
     "minilm-numpy": lambda batches: MiniLMEmbedder(runtime="numpy", batches=batches),
     "minilm-int8": lambda batches: MiniLMEmbedder(batches=batches, quantized=True),
-    # As a long-lived reader makes it (make_embedder's defaults): queries in int8, the latest
-    # 256 remembered (batches: as "minilm").
-    "minilm-reader": lambda batches: MiniLMEmbedder(
-        batches=batches, quantized_queries=True, remember=256
-    ),
+    "minilm-reader": _reader,
     "wordllama": lambda batches: WordLlamaEmbedder(),
 }
+
+
 QUERIES = (
     "what's our prod region?",
     "What did Ross say about the dinosaur exhibit at the museum?",

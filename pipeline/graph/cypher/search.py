@@ -355,8 +355,10 @@ WITH e, vector.similarity.cosine(e.embedding, $vector) AS score
 ORDER BY score DESC LIMIT $k
 WITH e, score WHERE e.tenant = $tenant AND {observed_by_agent("e")}{_EPISODE_RETURN}"""
 # What each label's search statement returns, so one statement can carry several labels' rows.
+# What _EPISODE_FIELDS returns, as a search part and the neighbour statement name it.
+_EPISODE_COLUMNS: Final = "key id text speaker_label speaker_id created_at channel_key channel_id"
 _COLUMNS: Final = {
-    EPISODE: "key id text speaker_label speaker_id created_at channel_key channel_id score",
+    EPISODE: f"{_EPISODE_COLUMNS} score",
     FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
     COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
     "channel_id score",
@@ -448,7 +450,7 @@ WITH hit, n AS e
 WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.created_at < $until)
 {_EPISODE_FIELDS}, hit.key AS hit_key
 """,
-    "key id text speaker_label speaker_id created_at channel_key channel_id hit_key",
+    f"{_EPISODE_COLUMNS} hit_key",
 )
 
 # No words to search for: the agent's most recent episodes in scope, newest first.
