@@ -18,7 +18,7 @@ from pipeline.graph.embeddings import pending_for_episodes
 from pipeline.graph.store import GraphStore
 from pipeline.minilm import INT8_SUFFIX
 from workers.worker import embedding
-from workers.worker.embedding import LEASE_SECONDS, claimer, drain
+from workers.worker.embedding import LEASE_SECONDS, SETTLED_CLAIM_SECONDS, claimer, drain
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +42,26 @@ def test_two_claimers_on_one_page_take_apart(client: redis.Redis) -> None:
     assert client.get(keys.embed_claim(page[5])) == b"drain-b"
     client.delete(keys.embed_claim(page[0]))  # as when the claim expires
     assert claimer(client, "drain-d")(page, 10) == [page[0]]
+
+
+def test_a_settled_claim_is_kept_only_briefly_and_only_by_its_drain(client: redis.Redis) -> None:
+    """A node stored and queued again soon (a reembed, an edit) waits seconds for the next
+    drain, not the rest of the lease; settling never touches another drain's claim."""
+    page = [f"t:episode:s:m-{i}" for i in range(6)]
+    first = claimer(client, "drain-a")
+    assert first(page, 3) == page[:3]
+    assert claimer(client, "drain-b")(page, 3) == page[3:]
+    client.delete(keys.embed_claim(page[0]))  # as when a claim expires...
+    assert claimer(client, "drain-c")(page, 1) == [page[0]]  # ...and another drain takes it
+    first.settle()
+    settled = [client.ttl(keys.embed_claim(k)) for k in page[1:3]]
+    assert all(0 < ttl <= SETTLED_CLAIM_SECONDS for ttl in settled), settled
+    assert client.get(keys.embed_claim(page[1])) == b"drain-a"  # still held meanwhile
+    untouched = [client.ttl(keys.embed_claim(k)) for k in (page[0], *page[3:])]
+    assert all(SETTLED_CLAIM_SECONDS < ttl <= LEASE_SECONDS for ttl in untouched), untouched
+    assert client.get(keys.embed_claim(page[0])) == b"drain-c"
+    first.settle()  # nothing new held: no round trip, nothing changes
+    assert client.get(keys.embed_claim(page[1])) == b"drain-a"
 
 
 def test_lease_slots_bound_the_drains_at_once(client: redis.Redis) -> None:

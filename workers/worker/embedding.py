@@ -11,8 +11,10 @@ path, on their own queue (MEMSYNC_EMBEDDER=none turns all of it off).
   Drains at once take apart: each reads a page of the backlog and embeds only the nodes it
   claimed in Redis (`claimer`). A node is embedded twice only when its claim expires mid-batch
   (a batch that took over LEASE_SECONDS, or a worker killed mid-batch), and the store is
-  idempotent. A run is bounded (RUN_SECONDS) and re-sends itself while a backlog remains; a run
-  that found everything claimed by others leaves the re-check to them.
+  idempotent. Once a batch is stored its claims are cut to SETTLED_CLAIM_SECONDS, so a node
+  queued again soon after is not held back for the rest of the lease.
+- A run is bounded (RUN_SECONDS) and re-sends itself while a backlog remains; a run that found
+  everything claimed by others leaves the re-check to them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ log = logging.getLogger("memsync.embed")
 
 KICK_SECONDS = 2
 LEASE_SECONDS = 60
+# What a claim has left once its node is stored: long enough that a drain which read the same
+# page just before still finds it held, short enough that a node queued again soon (a reembed,
+# an edit) waits seconds for the next drain, not the rest of LEASE_SECONDS.
+SETTLED_CLAIM_SECONDS = 5
 RUN_SECONDS = 30.0
 SWEEP_SECONDS = 10.0
 WORKERS_TTL = 3 * int(SWEEP_SECONDS)
@@ -112,16 +118,48 @@ return taken
 """
 
 
-def claimer(client: redis.Redis, token: str) -> Claim:
+# Cuts to ARGV[2] seconds each of KEYS still held by ARGV[1] (a claim another drain took over
+# after this one's expired is left alone).
+SETTLE_LUA = """
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('EXPIRE', key, ARGV[2])
+  end
+end
+return 0
+"""
+
+
+class Claims:
     """Claims graph nodes in Redis for one drain, so that drains at once embed apart; a claim
-    outlives a killed drain by at most LEASE_SECONDS."""
+    outlives a killed drain by at most LEASE_SECONDS, and a settled one by
+    SETTLED_CLAIM_SECONDS."""
 
-    def claim(node_keys: Sequence[str], most: int) -> list[str]:
+    def __init__(self, client: redis.Redis, token: str) -> None:
+        self._client = client
+        self._token = token
+        self._held: list[str] = []
+
+    def __call__(self, node_keys: Sequence[str], most: int) -> list[str]:
+        """Up to `most` of `node_keys`, in order, that no other drain holds (one round trip)."""
         names = [keys.embed_claim(k) for k in node_keys]
-        positions = client.eval(CLAIM_LUA, len(names), *names, most, LEASE_SECONDS, token)
-        return [node_keys[int(p)] for p in positions]
+        positions = self._client.eval(
+            CLAIM_LUA, len(names), *names, most, LEASE_SECONDS, self._token
+        )
+        taken = [int(p) for p in positions]
+        self._held.extend(names[p] for p in taken)
+        return [node_keys[p] for p in taken]
 
-    return claim
+    def settle(self) -> None:
+        """The claims taken so far have been stored (or refused): keep them only briefly."""
+        if self._held:
+            held, self._held = self._held, []
+            self._client.eval(SETTLE_LUA, len(held), *held, self._token, SETTLED_CLAIM_SECONDS)
+
+
+def claimer(client: redis.Redis, token: str) -> Claims:
+    """A drain's claims under `token` (see Claims)."""
+    return Claims(client, token)
 
 
 def drain(
@@ -132,13 +170,15 @@ def drain(
     run_seconds: float = RUN_SECONDS,
     renew: Callable[[], object] = lambda: None,
     claim: Claim | None = None,
+    settle: Callable[[], object] = lambda: None,
     drainers: int = 1,
     in_context: bool = True,
 ) -> tuple[int, int, bool]:
     """Embed the backlog label by label, one transaction per batch, for at most run_seconds.
 
-    Returns (read, stored, more): `more` when it stopped with work left. `renew` is called
-    after every batch (the lease); if it raises, draining stops. With `claim`, only nodes this
+    Returns (read, stored, more): `more` when it stopped with work left. `renew` (the lease)
+    and `settle` (the batch's claims) are called after every batch; if either raises, draining
+    stops. With `claim`, only nodes this
     drain claimed are embedded (others drain the rest): each batch reads a page big enough for
     all `drainers` batches and one more, so the last drain to come still finds its own.
     `in_context`: episodes embedded with their neighbours (MEMSYNC_EMBED_CONTEXT).
@@ -160,6 +200,7 @@ def drain(
             )
             read, stored = read + got, stored + done
             renew()
+            settle()
             # Nothing left to take ends the label (what others hold is theirs), and so does a
             # batch where nothing could be stored (every node changed while it was embedded):
             # it is left for the next run rather than spun on.
@@ -192,13 +233,15 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
         return {"read": 0, "stored": 0, "busy": 1}  # the holders re-check after they let go
     read = stored = 0
     more = False
+    claims = claimer(client, self.request.id or "embed")
     try:
         read, stored, more = drain(
             runtime.graph(),
             embedder,
             settings.embed_batch,
             renew=lease.reacquire,
-            claim=claimer(client, self.request.id or "embed"),
+            claim=claims,
+            settle=claims.settle,
             drainers=settings.embed_drainers,
             in_context=settings.embed_context,
         )
