@@ -139,11 +139,13 @@ def worker_staging(holder: str, queue_key: str) -> str:
     return _key("worker", escape(holder), "staging", escape(queue_key))
 
 
-# The embedding backlog (workers/worker/embedding.py): kicks are deduplicated, at most
+# The embedding backlog (workers/worker/embedding.py): kicks are deduplicated (one deduplicated
+# while a run is under way is owed, and sent when that run ends), at most
 # MEMSYNC_EMBED_DRAINERS tasks drain at once (one lease slot each), each embedding only the nodes
 # it claimed, and kicks are only sent while some worker consumes the embed queue.
 
 EMBED_KICK = _key("embed", "kick")
+EMBED_OWED = _key("embed", "owed")
 EMBED_WORKERS = _key("embed", "workers")
 
 
@@ -169,6 +171,7 @@ FIXED_KEYS = (
     HOLDERS,
     HOLDER_SWEEP_LOCK,
     EMBED_KICK,
+    EMBED_OWED,
     EMBED_WORKERS,
 )
 

@@ -16,7 +16,7 @@ from memsync.settings import Settings
 from pipeline.embedder import Embedder, WordLlamaEmbedder, labelled, make_embedder
 from pipeline.graph.cypher.embed import vector_index_statements
 from pipeline.minilm import MiniLMEmbedder
-from workers.worker.embedding import kick
+from workers.worker.embedding import kick, rearm
 
 DIMENSIONS = {MiniLMEmbedder: 384, WordLlamaEmbedder: 256}
 
@@ -152,6 +152,34 @@ def test_kick_is_sent_once_per_window_while_an_embed_worker_runs(
     client.delete(keys.EMBED_KICK)  # the window passed
     assert kick(client, settings, lambda: sent.append(1))
     assert sent == [1, 1]
+
+
+def test_a_kick_deduplicated_during_a_run_is_sent_when_the_run_ends(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """What is written after a run read its page must not wait for the next sweep: the kick
+    its sync sent was deduplicated, so the run owes another when it ends."""
+    sent: list[int] = []
+    settings = Settings(embedder="wordllama")
+    client.set(keys.EMBED_WORKERS, b"w1", ex=30)
+    assert kick(client, settings, lambda: sent.append(1))  # the run starts
+    assert not rearm(client)  # a run with no kick meanwhile owes nothing...
+    assert kick(client, settings, lambda: sent.append(1))  # ...and lets the next one through
+    assert not kick(client, settings, lambda: sent.append(1))  # written during the run
+    assert not kick(client, settings, lambda: sent.append(1))
+    assert sent == [1, 1]
+    assert rearm(client)  # the run ends: one more run, however many kicks were deduplicated
+    assert not rearm(client)
+    assert not client.exists(keys.EMBED_KICK)
+
+
+def test_no_kick_is_owed_without_an_embed_worker(client: fakeredis.FakeRedis) -> None:
+    sent: list[int] = []
+    settings = Settings(embedder="wordllama")
+    assert not kick(client, settings, lambda: sent.append(1))
+    assert not kick(client, settings, lambda: sent.append(1))
+    assert sent == []
+    assert not client.exists(keys.EMBED_OWED)
 
 
 def test_no_kick_with_embeddings_off(client: fakeredis.FakeRedis) -> None:

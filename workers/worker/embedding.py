@@ -45,6 +45,8 @@ from workers.worker import forkgate, runtime
 log = logging.getLogger("memsync.embed")
 
 KICK_SECONDS = 2
+# An owed kick outlives a run killed before it could send it by at most this; the sweep covers it.
+OWED_SECONDS = 60
 LEASE_SECONDS = 60
 # What a claim has left once its node is stored: long enough that a drain which read the same
 # page just before still finds it held, short enough that a node queued again soon (a reembed,
@@ -71,28 +73,39 @@ def process_embedder(settings: Settings) -> Embedder | None:
 
 def kick(client: redis.Redis, settings: Settings, send: Callable[[], None]) -> bool:
     """Send an embed task unless embeddings are off, no worker consumes the embed queue, or one
-    was sent in the last KICK_SECONDS; True if sent."""
+    was sent in the last KICK_SECONDS; True if sent. A kick deduplicated is owed: the run under
+    way (or the one just sent) sends another when it ends (`rearm`), so what was written after
+    that run read its page waits for no sweep."""
     if settings.embedder == "none":
         return False
-    if not client.exists(keys.EMBED_WORKERS):
+    pipe = client.pipeline(transaction=False)
+    pipe.exists(keys.EMBED_WORKERS)
+    pipe.set(keys.EMBED_KICK, b"1", nx=True, ex=KICK_SECONDS)
+    consumed, sent = pipe.execute()
+    if not consumed:
+        if sent:  # no window opens while no one would run: the first worker's kick goes through
+            client.delete(keys.EMBED_KICK)
         return False
-    if not client.set(keys.EMBED_KICK, b"1", nx=True, ex=KICK_SECONDS):
+    if not sent:
+        client.set(keys.EMBED_OWED, b"1", ex=OWED_SECONDS)
         return False
     send()
     return True
 
 
-_last_kick = -float("inf")
+def rearm(client: redis.Redis) -> bool:
+    """At the end of an embed run: let the next kick through at once, and say whether a kick was
+    deduplicated meanwhile (the run must then be followed by another)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.delete(keys.EMBED_KICK)
+    pipe.getdel(keys.EMBED_OWED)
+    _, owed = pipe.execute()
+    return owed is not None
 
 
 def kick_quietly(app: Celery) -> None:
     """A kick from a sync task, through its app: never fails the sync (a lost kick waits for
     the next sweep)."""
-    global _last_kick
-    now = time.monotonic()
-    if now - _last_kick < KICK_SECONDS:
-        return  # this process kicked just now: spare Redis the round trips
-    _last_kick = now
     try:
         kick(runtime.redis_client(), runtime.settings(), functools.partial(send_embed, app))
     except Exception as exc:  # redis and kombu raise many types; the sweep covers a lost kick
@@ -230,7 +243,9 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
     client = runtime.redis_client()
     lease = _lease(client, settings.embed_drainers)
     if lease is None:
-        return {"read": 0, "stored": 0, "busy": 1}  # the holders re-check after they let go
+        # The holders re-check after they let go: this run's kick is owed to them.
+        client.set(keys.EMBED_OWED, b"1", ex=OWED_SECONDS)
+        return {"read": 0, "stored": 0, "busy": 1}
     read = stored = 0
     more = False
     claims = claimer(client, self.request.id or "embed")
@@ -255,8 +270,10 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
         with contextlib.suppress(LockError):
             lease.release()
     # Checked after letting go, so a kick dropped while this run held the lease is not lost. A
-    # run that took nothing (others hold it all) leaves this to them, or runs would spin.
-    if more or (read and any(backlog(runtime.graph()).values())):
+    # run that took nothing (others hold it all) leaves this to them, or runs would spin; an owed
+    # kick stands for a write, so following it cannot spin.
+    owed = rearm(client)
+    if more or owed or (read and any(backlog(runtime.graph()).values())):
         send_embed(self.app)
     if read:
         with contextlib.suppress(Exception):  # counters are for operators only
