@@ -17,12 +17,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.localservices import start_local
 from bench.shared import shared_data_dir
 from memsync.producer import Producer
-from memsync.settings import Settings
 from pipeline.graph.reader import tenant_counts
 from pipeline.graph.schema import init_schema
-from pipeline.graph.store import GraphStore
 from tests.datasets import friends_raw_events
 from workers.cli.demo import worker_env
 from workers.local import services
@@ -60,20 +59,8 @@ def main() -> None:
         parser.error(str(exc))
 
     root = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
-    redis_port, neo4j_port = services.free_port(), services.free_port()
-    settings = Settings(
-        broker_url=f"redis://127.0.0.1:{redis_port}/0",
-        neo4j_uri=f"bolt://127.0.0.1:{neo4j_port}",
-        spool_dir=root / "spool",
-        producer_batch=args.batch,
-        worker_concurrency=args.concurrency,
-        trust_mode="open",  # the scenes' speakers have no owners or grants
-    )
-    redis = services.start_redis("127.0.0.1", redis_port, root / "redis", aof=True)
-    neo4j = services.start_neo4j(
-        "127.0.0.1", neo4j_port, root / "neo4j", Settings().state_dir, heap_mb=1024
-    )
-    graph = GraphStore.connect(settings.neo4j_uri, "neo4j", None, "neo4j")
+    local = start_local(root, producer_batch=args.batch, worker_concurrency=args.concurrency)
+    settings, graph = local.settings, local.graph
     worker = None
     try:
         init_schema(graph)
@@ -108,9 +95,7 @@ def main() -> None:
     finally:
         if worker is not None:
             worker.stop()
-        graph.close()
-        neo4j.stop()
-        redis.stop()
+        local.stop()
 
 
 if __name__ == "__main__":
