@@ -191,9 +191,9 @@ def drain(
 
     Returns (read, stored, more): `more` when it stopped with work left. `renew` (the lease)
     and `settle` (the batch's claims) are called after every batch; if either raises, draining
-    stops. With `claim`, only nodes this
-    drain claimed are embedded (others drain the rest): each batch reads a page big enough for
-    all `drainers` batches and one more, so the last drain to come still finds its own.
+    stops. With `claim`, only nodes this drain claimed are embedded (others drain the rest):
+    each batch reads a page big enough for all `drainers` batches and one more, so the last
+    drain to come still finds its own.
     `in_context`: episodes embedded with their neighbours (MEMSYNC_EMBED_CONTEXT).
     """
     deadline = time.monotonic() + run_seconds
