@@ -108,12 +108,14 @@ def main() -> None:
                 producer.emit(turn)
                 outstanding[turn["event_id"]] = (sent, now, _episodes(turn))
                 sent += 1
+            waiting = [e for e in outstanding if e not in at_written]
+            statuses = ledger.statuses([(tenant, e) for e in waiting]) if waiting else []
+            for event_id, status in zip(waiting, statuses, strict=True):
+                if status.complete:
+                    at_written[event_id] = time.monotonic()
             for event_id, (index, emitted, keys) in list(outstanding.items()):
                 if event_id not in at_written:
-                    (status,) = ledger.statuses([(tenant, event_id)])
-                    if not status.complete:
-                        continue
-                    at_written[event_id] = time.monotonic()
+                    continue
                 if not vectors or pending_for_episodes(graph, keys) == 0:
                     seen.append(
                         {
@@ -164,11 +166,12 @@ def _wait_searchable(
     """Emit `turns` at once and wait until all are written (and embedded, given `graph`)."""
     for turn in turns:
         producer.emit(turn)
-    keys = [key for turn in turns for key in _episodes(turn)]
     deadline = time.monotonic() + 600
-    while not all(_complete(ledger, t) for t in turns) or (
-        graph is not None and pending_for_episodes(graph, keys)
-    ):
+    statuses = ledger.wait([(t["tenant"], t["event_id"]) for t in turns], timeout=600)
+    if not all(s.complete for s in statuses):
+        raise SystemExit("the warm-up turns were not written within 600 s")
+    keys = [key for turn in turns for key in _episodes(turn)]
+    while graph is not None and pending_for_episodes(graph, keys):
         if time.monotonic() > deadline:
             raise SystemExit("the warm-up turns were not searchable within 600 s")
         time.sleep(POLL_SECONDS)
@@ -188,11 +191,6 @@ def _wait_idle(client: Redis) -> None:
         pipe.hlen("unacked")  # kombu's hash of delivered, not yet acked messages
         idle = idle + 1 if sum(pipe.execute()) == 0 else 0
         time.sleep(0.5)
-
-
-def _complete(ledger: Ledger, turn: dict[str, Any]) -> bool:
-    (status,) = ledger.statuses([(turn["tenant"], turn["event_id"])])
-    return status.complete
 
 
 if __name__ == "__main__":

@@ -87,10 +87,15 @@ def kick(client: redis.Redis, settings: Settings, send: Callable[[], None]) -> b
             client.delete(keys.EMBED_KICK)
         return False
     if not sent:
-        client.set(keys.EMBED_OWED, b"1", ex=OWED_SECONDS)
+        owe(client)
         return False
     send()
     return True
+
+
+def owe(client: redis.Redis) -> None:
+    """A kick that was not sent: whichever run ends next sends one more (`rearm`)."""
+    client.set(keys.EMBED_OWED, b"1", ex=OWED_SECONDS)
 
 
 def rearm(client: redis.Redis) -> bool:
@@ -243,8 +248,7 @@ def embed(self: Task) -> dict[str, int]:  # type: ignore[type-arg]
     client = runtime.redis_client()
     lease = _lease(client, settings.embed_drainers)
     if lease is None:
-        # The holders re-check after they let go: this run's kick is owed to them.
-        client.set(keys.EMBED_OWED, b"1", ex=OWED_SECONDS)
+        owe(client)  # the holders re-check after they let go
         return {"read": 0, "stored": 0, "busy": 1}
     read = stored = 0
     more = False

@@ -354,9 +354,9 @@ WHERE e.channel_key = $channel_key AND e.created_at IS NOT NULL AND e.embedded_w
 WITH e, vector.similarity.cosine(e.embedding, $vector) AS score
 ORDER BY score DESC LIMIT $k
 WITH e, score WHERE e.tenant = $tenant AND {observed_by_agent("e")}{_EPISODE_RETURN}"""
-# What each label's search statement returns, so one statement can carry several labels' rows.
 # What _EPISODE_FIELDS returns, as a search part and the neighbour statement name it.
 _EPISODE_COLUMNS: Final = "key id text speaker_label speaker_id created_at channel_key channel_id"
+# What each label's search statement returns, so one statement can carry several labels' rows.
 _COLUMNS: Final = {
     EPISODE: f"{_EPISODE_COLUMNS} score",
     FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
