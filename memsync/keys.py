@@ -196,3 +196,12 @@ def fold_check(agent_key: str, channel_key: str) -> str:
 def channel_activity(channel_key: str) -> str:
     """Sorted set: agent graph key -> epoch seconds of its latest message in the channel."""
     return _key("activity", escape(channel_key))
+
+
+# Doorbells (memsync/doorbell.py): each task message is pushed with a token on its queue's
+# doorbell, so an idle worker blocked on the doorbells of all its queues wakes for any of them.
+
+
+def queue_doorbell(queue: str) -> str:
+    """List: tokens saying `queue` was just given a message; capped, popped by idle workers."""
+    return _key("wake", escape(queue))

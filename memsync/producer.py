@@ -23,6 +23,7 @@ from kombu.exceptions import ContentDisallowed, EncodeError
 
 from memsync import keys
 from memsync.buffer import TurnBuffer
+from memsync.doorbell import RingingTransport
 from memsync.encoded import EncodedTurn, encode_turn
 from memsync.inflight import InFlight
 from memsync.message import publish_ingest
@@ -359,8 +360,11 @@ class Producer:
     def _connect(self) -> Connection:
         if self._connection is None:
             bound = self.settings.publish_timeout
+            url = self.settings.broker_url
             self._connection = Connection(
-                self.settings.broker_url,
+                url,
+                # Each message rings its queue's doorbell, so an idle worker wakes at once.
+                transport=RingingTransport if url.startswith(("redis://", "rediss://")) else None,
                 connect_timeout=bound,
                 transport_options={"socket_timeout": bound, "socket_connect_timeout": bound},
             )

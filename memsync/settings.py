@@ -17,6 +17,7 @@ SYNC_QUEUE = "memsync.sync"
 # Embedding and summary folding run on their own queues (and workers), never on the sync path.
 EMBED_QUEUE = "memsync.embed"
 FOLD_QUEUE = "memsync.fold"
+TASK_QUEUES = frozenset({INGEST_QUEUE, SYNC_QUEUE, EMBED_QUEUE, FOLD_QUEUE})
 
 
 def _default_state_dir() -> Path:

@@ -18,6 +18,7 @@ import redis
 from kombu import Connection, Exchange, Queue
 from kombu.messaging import Producer as KombuProducer
 
+from memsync import keys
 from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, Settings
 from tests.integration.cluster import Cluster
@@ -126,25 +127,41 @@ def test_every_popped_message_is_in_exactly_one_place(
 
 
 @pytest.mark.timeout(60)
-def test_an_empty_scan_then_a_blocking_move_wakes_for_a_new_message(
+def test_an_empty_scan_then_a_doorbell_wakes_the_wait_for_any_queue(
     redis_url: str, client: redis.Redis, holder: heartbeat.Holder
 ) -> None:
     got: list[Any] = []
     with connect(redis_url) as conn:
         chan: Any = conn.channel()
         declare(chan)
+        Queue(INGEST_QUEUE, Exchange(INGEST_QUEUE), INGEST_QUEUE)(chan).declare()
+        # Two queues, the message on the second: one blocking move could wait on the other.
+        chan.basic_consume(INGEST_QUEUE, no_ack=False, callback=got.append, consumer_tag="i")
         chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
-        conn.transport.cycle._register_BRPOP(chan)
-        with pytest.raises(Empty):
-            chan._brpop_read()  # nothing queued: the scan moved nothing
-        assert chan._pop_cycle.blocking
-        conn.transport.cycle._register_BRPOP(chan)  # now a BLMOVE waits on the queue
-        poll_until(lambda: int(client.info("clients")["blocked_clients"]) == 1, "no BLMOVE")
-        publish(chan, ["late"])
-        assert chan._brpop_read() is True
-        assert [m.headers["id"] for m in got] == ["late"]
-        assert list(places(client, chan).values()) == [["unacked"]]
-        got[0].ack()
+        # A wait far longer than the test may take, so only a doorbell can end it in time.
+        chan.brpop_timeout = 50
+        for task in ("late", "later"):
+            conn.transport.cycle._register_BRPOP(chan)
+            with pytest.raises(Empty):
+                chan._brpop_read()  # nothing queued: the scan moved nothing
+            assert chan._pop_cycle.blocking
+            conn.transport.cycle._register_BRPOP(chan)  # now a BRPOP waits on the doorbells
+            poll_until(lambda: int(client.info("clients")["blocked_clients"]) == 1, "no wait")
+            publish(chan, [task])
+            poll_until(
+                lambda: int(client.info("clients")["blocked_clients"]) == 0, "the bell woke no one"
+            )
+            with pytest.raises(Empty):
+                chan._brpop_read()  # the doorbell rang: nothing moved yet, a scan is next
+            assert not chan._pop_cycle.blocking
+            conn.transport.cycle._register_BRPOP(chan)
+            assert chan._brpop_read() is True
+        assert [m.headers["id"] for m in got] == ["late", "later"]
+        assert sorted(places(client, chan)) == ["late", "later"]
+        for message in got:
+            message.ack()
+        # The tokens were taken by the waits: nothing is left to wake a worker for nothing.
+        assert client.llen(keys.queue_doorbell(SYNC_QUEUE)) == 0
 
 
 @pytest.mark.timeout(60)

@@ -10,7 +10,8 @@ import pytest
 from kombu import Exchange, Queue
 
 from memsync import keys
-from memsync.settings import INGEST_QUEUE, SYNC_QUEUE
+from memsync.doorbell import DOORBELL_CAP, ring_commands
+from memsync.settings import INGEST_QUEUE, SYNC_QUEUE, TASK_QUEUES
 from tests.unit.fakebroker import fake_channel
 from workers.worker import heartbeat
 from workers.worker.popcycle import PendingMove, PopCycle, scan_keys
@@ -44,32 +45,38 @@ def test_scan_keys_follow_kombus_brpop_order() -> None:
     assert scan_keys(["a", "b"], pri, [0, 3]) == ["a", "b", f"a{SEP}3", f"b{SEP}3"]
 
 
-def test_scans_while_messages_come_then_blocks_rotating_over_the_queues() -> None:
+def test_scans_while_messages_come_then_waits_on_the_doorbells_then_scans() -> None:
     cycle = PopCycle()
-    queues = ["a", "b"]
     assert not cycle.blocking
     cycle.popped(True)  # a scan that moved a message: scan again
     assert not cycle.blocking
-    cycle.popped(False)  # an empty scan: block on one queue
+    cycle.popped(False)  # an empty scan: wait on the doorbells
     assert cycle.blocking
-    assert cycle.next_block_key(queues) == "a"
-    cycle.popped(False)  # the wait ended empty: scan, and next time wait on the other queue
+    cycle.popped(False)  # a doorbell rang or the wait ran out: scan
     assert not cycle.blocking
     cycle.popped(False)
-    assert cycle.next_block_key(queues) == "b"
-    cycle.popped(True)  # the wait moved a message: scan again, same rotation
-    assert not cycle.blocking
-    cycle.popped(False)
-    assert cycle.next_block_key(queues) == "b"
+    assert cycle.blocking
 
 
 def test_replies_parse_to_the_queue_and_item() -> None:
     scan = PendingMove("EVAL", "h")
     assert scan.popped(None) is None
     assert scan.popped([b"memsync.sync", b"{}"]) == ("memsync.sync", b"{}")
-    block = PendingMove("BLMOVE", "h", "memsync.ingest")
-    assert block.popped(None) is None
-    assert block.popped(b"{}") == ("memsync.ingest", b"{}")
+    wait = PendingMove("WAIT", "h")
+    assert wait.popped(None) is None
+    # A doorbell's token is not a message: the scan after it moves one.
+    assert wait.popped([keys.queue_doorbell(SYNC_QUEUE).encode(), b"1"]) is None
+
+
+def test_doorbells_are_per_task_queue_and_never_collide_with_other_keys() -> None:
+    bells = [keys.queue_doorbell(q) for q in sorted(TASK_QUEUES)]
+    assert len(set(bells)) == len(TASK_QUEUES)
+    assert not set(bells) & set(keys.FIXED_KEYS)
+    push, trim = ring_commands(SYNC_QUEUE)
+    assert push == ("lpush", (keys.queue_doorbell(SYNC_QUEUE), "1"))
+    assert trim == ("ltrim", (keys.queue_doorbell(SYNC_QUEUE), 0, DOORBELL_CAP - 1))
+    # A reply queue of `celery inspect` comes and goes: no doorbell is left behind for it.
+    assert ring_commands("8f2c.reply.celery.pidbox") == []
 
 
 @pytest.fixture()

@@ -16,14 +16,13 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
-from memsync.settings import EMBED_QUEUE, FOLD_QUEUE, INGEST_QUEUE, SYNC_QUEUE, Settings
+from memsync.settings import TASK_QUEUES, Settings
 
 # The tasks workers/worker/tasks.py, workers/worker/embedding.py and workers/worker/folding.py
-# register, and the queues whose items must be their messages (and which the reliable pop
-# serves). Other queues a client of this transport pops (e.g. `celery inspect` reply queues)
-# only need to be envelopes.
+# register. Items of TASK_QUEUES must be their messages (the reliable pop serves those queues);
+# other queues a client of this transport pops (e.g. `celery inspect` reply queues) only need
+# to be envelopes.
 TASK_NAMES = frozenset({"memsync.ingest", "memsync.sync", "memsync.embed", "memsync.fold"})
-TASK_QUEUES = frozenset({INGEST_QUEUE, SYNC_QUEUE, EMBED_QUEUE, FOLD_QUEUE})
 ACCEPTED_CONTENT_TYPE = "application/json"
 
 

@@ -38,40 +38,28 @@ return false
 @dataclass
 class PopCycle:
     """Which command the reliable pop sends next: a scan of every queue key while messages keep
-    coming; after an empty scan, a short blocking move on one queue, rotating over the queues
-    each time such a wait ends empty. Pure state: the channel sends and reads the commands."""
+    coming; after an empty scan, a wait on the queues' doorbells (memsync/doorbell.py), then a
+    scan again, whether a doorbell rang or the wait ran out. Pure state: the channel sends and
+    reads the commands."""
 
     blocking: bool = False
-    turn: int = 0
-
-    def next_block_key(self, queues: Sequence[str]) -> str:
-        return queues[self.turn % len(queues)]
 
     def popped(self, got_item: bool) -> None:
         """Advance after a reply: `got_item` says whether it moved a message."""
-        if self.blocking:
-            self.blocking = False
-            if not got_item:
-                self.turn += 1
-        else:
-            self.blocking = not got_item
+        self.blocking = False if self.blocking else not got_item
 
 
 @dataclass(frozen=True)
 class PendingMove:
-    """The move command outstanding on a channel's poll connection."""
+    """The command outstanding on a channel's poll connection."""
 
-    command: str  # "EVAL" (scan) or "BLMOVE" (block)
+    command: str  # "EVAL" (scan) or "WAIT" (a BRPOP on the doorbells, which moves nothing)
     holder: str
-    block_key: str | None = None
 
     def popped(self, reply: Any) -> tuple[str, bytes] | None:
         """(queue key, raw item) from the command's reply, or None if nothing was moved."""
-        if not reply:
+        if not reply or self.command == "WAIT":
             return None
-        if self.command == "BLMOVE":
-            assert self.block_key is not None
-            return self.block_key, reply
         key, item = reply
         return bytes_to_str(key), item
 

@@ -30,6 +30,8 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
+from memsync import keys
+from memsync.doorbell import RingingChannel, RingingTransport
 from pipeline.errors import DeadLetterUnavailable
 from workers.state.deadletter import DeadLetterStore, unreadable_letters
 from workers.worker import heartbeat
@@ -93,8 +95,9 @@ class GuardedRedis(redis.Redis):
 # message is always in exactly one of: its queue, a holder's staging list, `unacked`. A holder's
 # staging lists go back to their queues when it starts a fresh poll (its own leftovers) or when it
 # is dead (the heartbeat sweep). One command per poller round, as kombu's poller expects: a
-# non-blocking scan of every queue key (a script), and, once that finds nothing, a short
-# BLMOVE on one queue so an idle worker wakes at once for it and within a second for the others.
+# non-blocking scan of every queue key (a script), and, once that finds nothing, a short BRPOP on
+# the doorbells of every queue (memsync/doorbell.py), so an idle worker wakes at once for a message
+# on any of them, then scans again.
 
 # How long a worker keeps the reliable pop off after Redis refused its commands (an old server
 # without LMOVE, scripts refused while out of memory), consuming with kombu's BRPOP meanwhile.
@@ -263,7 +266,7 @@ def retry_unsettled(channel: Channel) -> None:
                 return  # this channel is failing as well: the next poll tries again
 
 
-class Channel(kombu_redis.Channel):
+class Channel(RingingChannel):
     QoS = QoS
 
     _pending_move: PendingMove | None = None
@@ -311,23 +314,15 @@ class Channel(kombu_redis.Channel):
             return
         connection = self.client.connection
         if self._pop_cycle.blocking:
-            key = self._pop_cycle.next_block_key(queues)
             wait = timeout or self.brpop_timeout or 1
-            pending = PendingMove("BLMOVE", holder.id, key)
-            args: list[Any] = [
-                "BLMOVE",
-                key,
-                heartbeat.staging_key(holder.id, key),
-                "RIGHT",
-                "LEFT",
-                wait,
-            ]
+            pending = PendingMove("WAIT", holder.id)
+            args: list[Any] = ["BRPOP", *(keys.queue_doorbell(q) for q in queues), wait]
         else:
-            keys = scan_keys(queues, self._q_for_pri, self.priority_steps)  # type: ignore[attr-defined]
-            staging = [heartbeat.staging_key(holder.id, k) for k in keys]
+            lists = scan_keys(queues, self._q_for_pri, self.priority_steps)  # type: ignore[attr-defined]
+            staging = [heartbeat.staging_key(holder.id, k) for k in lists]
             pending = PendingMove("EVAL", holder.id)
             args = [
-                "EVAL", SCAN_LUA, 2 * len(keys), *keys, *staging,
+                "EVAL", SCAN_LUA, 2 * len(lists), *lists, *staging,
                 heartbeat.staging_index_key(holder.id), heartbeat.HOLDERS_KEY, holder.id,
                 heartbeat.alive_key(holder.id), holder.node, holder.ttl,
             ]  # fmt: skip
@@ -491,5 +486,5 @@ class _PushRecorder:
         raise AssertionError("restore_plan asks for right pushes only")
 
 
-class Transport(kombu_redis.Transport):
+class Transport(RingingTransport):
     Channel = Channel
