@@ -283,19 +283,15 @@ class Window:
 
 
 def split_run(run: Sequence[Unit], cap: int) -> list[Sequence[Unit]]:
-    """Consecutive messages (in time order) as pieces of at most `cap`: the best message with
-    its better-scoring neighbours first grown to `cap`, then what lies either side, alike."""
+    """Consecutive messages (in time order) as pieces of at most `cap`: first the `cap` around
+    the best message that score most together (the earliest such), then what lies either side,
+    alike."""
     if len(run) <= cap:
         return [run] if run else []
     lead = run.index(min(run, key=_best))
-    low = high = lead
-    while high - low + 1 < cap:
-        before = run[low - 1].score if low > 0 else None
-        after = run[high + 1].score if high + 1 < len(run) else None
-        if after is None or (before is not None and before >= after):
-            low -= 1
-        else:
-            high += 1
+    starts = range(max(0, lead - cap + 1), min(lead, len(run) - cap) + 1)
+    low = max(starts, key=lambda s: (sum(u.score for u in run[s : s + cap]), -s))
+    high = low + cap - 1
     return [
         *split_run(run[:low], cap),
         run[low : high + 1],

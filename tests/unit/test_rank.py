@@ -212,7 +212,7 @@ def test_every_message_shown_fits_the_budget() -> None:
 
 def test_a_long_run_is_cut_around_its_best_message() -> None:
     # Ten chosen messages in a row: shown as windows of at most MAX_WINDOW, the best message's
-    # own window first, grown towards its better-scoring neighbours.
+    # own window first: the five around it that score most together.
     stretches = [[f"k{n:02d}" for n in range(1, 11)]]
     scores = [0.1, 0.2, 0.3, 0.2, 0.4, 0.9, 0.5, 0.45, 0.1, 0.05]
     units = [message(n, score) for n, score in enumerate(scores, start=1)]
@@ -225,6 +225,25 @@ def test_a_long_run_is_cut_around_its_best_message() -> None:
     ]
     assert [s.score for s in shown] == [0.9, 0.3, 0.1]
     assert sorted(m for s in shown for m in s.evidence) == sorted(f"m{n}" for n in range(1, 11))
+
+
+def test_the_best_messages_window_is_the_five_around_it_that_score_most_together() -> None:
+    # Each neighbour before it outscores the one after, so growing a neighbour at a time would
+    # take the four before it; but a message three after it scores twice any of those.
+    scores = [0.3, 0.35, 0.4, 0.9, 0.1, 0.2, 0.8, 0.05]
+    run = [message(n, score) for n, score in enumerate(scores, start=1)]
+    pieces = split_run(run, 5)
+    assert [[u.key for u in piece] for piece in pieces] == [
+        ["k01", "k02"],
+        ["k03", "k04", "k05", "k06", "k07"],
+        ["k08"],
+    ]
+    # Equal sums: the earlier window (what led to the best message).
+    even = [message(n, score) for n, score in enumerate([0.5, 0.1, 0.9, 0.1, 0.5], start=1)]
+    assert [[u.key for u in p] for p in split_run([*even, message(6, 0.0)], 5)] == [
+        ["k01", "k02", "k03", "k04", "k05"],
+        ["k06"],
+    ]
 
 
 @pytest.mark.parametrize("length", range(0, 13))
