@@ -49,12 +49,12 @@ def declare(chan: Any) -> None:
     Queue(SYNC_QUEUE, Exchange(SYNC_QUEUE), SYNC_QUEUE)(chan).declare()
 
 
-def publish(chan: Any, ids: list[str]) -> None:
+def publish(chan: Any, ids: list[str], queue: str = SYNC_QUEUE) -> None:
     for task_id in ids:
         KombuProducer(chan).publish(
             [[{"n": task_id}], {}, {"callbacks": None, "errbacks": None, "chain": None}],
-            exchange=SYNC_QUEUE,
-            routing_key=SYNC_QUEUE,
+            exchange=queue,
+            routing_key=queue,
             serializer="json",
             headers={"task": "memsync.sync", "id": task_id},
         )
@@ -135,19 +135,19 @@ def test_an_empty_scan_then_a_doorbell_wakes_the_wait_for_any_queue(
         chan: Any = conn.channel()
         declare(chan)
         Queue(INGEST_QUEUE, Exchange(INGEST_QUEUE), INGEST_QUEUE)(chan).declare()
-        # Two queues, the message on the second: one blocking move could wait on the other.
+        # Two queues, a message on each in turn: a wait on one queue alone misses one of them.
         chan.basic_consume(INGEST_QUEUE, no_ack=False, callback=got.append, consumer_tag="i")
         chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
         # A wait far longer than the test may take, so only a doorbell can end it in time.
         chan.brpop_timeout = 50
-        for task in ("late", "later"):
+        for task, queue in (("late", INGEST_QUEUE), ("later", SYNC_QUEUE)):
             conn.transport.cycle._register_BRPOP(chan)
             with pytest.raises(Empty):
                 chan._brpop_read()  # nothing queued: the scan moved nothing
             assert chan._pop_cycle.blocking
             conn.transport.cycle._register_BRPOP(chan)  # now a BRPOP waits on the doorbells
             poll_until(lambda: int(client.info("clients")["blocked_clients"]) == 1, "no wait")
-            publish(chan, [task])
+            publish(chan, [task], queue)
             poll_until(
                 lambda: int(client.info("clients")["blocked_clients"]) == 0, "the bell woke no one"
             )
@@ -161,6 +161,7 @@ def test_an_empty_scan_then_a_doorbell_wakes_the_wait_for_any_queue(
         for message in got:
             message.ack()
         # The tokens were taken by the waits: nothing is left to wake a worker for nothing.
+        assert client.llen(keys.queue_doorbell(INGEST_QUEUE)) == 0
         assert client.llen(keys.queue_doorbell(SYNC_QUEUE)) == 0
 
 
