@@ -7,7 +7,8 @@ publisher of a task message also pushes a token on that queue's doorbell list, i
 transaction, and an idle worker blocks on the doorbells of every queue it consumes (BRPOP takes
 many keys), then scans its queues. A doorbell holds at most DOORBELL_CAP tokens: a token left
 over only costs one empty scan, and a message published without one (by a stock kombu client)
-still waits no longer than the worker's wait.
+still waits no longer than the worker's wait. A message put back on its queue (kombu's restore,
+the heartbeat sweep's) rings too.
 
 Producer side: imports nothing of the workers.
 """
@@ -32,6 +33,13 @@ def ring_commands(queue: str) -> list[tuple[str, tuple[Any, ...]]]:
         return []
     key = keys.queue_doorbell(queue)
     return [("lpush", (key, RING)), ("ltrim", (key, 0, DOORBELL_CAP - 1))]
+
+
+def ring(pipe: Any, queue: str) -> None:
+    """Queue on `pipe` (a pipeline or MULTI) the ring of `queue`'s doorbell, if it has one: for
+    a message put back on a queue (a restore) beside the push that puts it there."""
+    for name, args in ring_commands(queue):
+        getattr(pipe, name)(*args)
 
 
 class _Commands:

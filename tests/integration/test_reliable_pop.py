@@ -284,6 +284,27 @@ def ghost_pop(client: redis.Redis, ghost: str, queue: str) -> bytes:
     return item
 
 
+@pytest.mark.timeout(60)
+def test_a_dead_holders_staged_message_goes_back_with_a_ring(
+    redis_url: str, client: redis.Redis
+) -> None:
+    with connect(redis_url) as conn:
+        chan: Any = conn.channel()
+        declare(chan)
+        publish(chan, ["staged"])
+    client.delete(keys.queue_doorbell(SYNC_QUEUE))
+    ghost = f"ghost@test/1/{uuid.uuid4().hex[:12]}"
+    item = ghost_pop(client, ghost, SYNC_QUEUE)
+    assert client.llen(SYNC_QUEUE) == 0
+
+    assert heartbeat.restore_staging(client, ghost, only_if_dead=True) == 1
+    assert client.lrange(SYNC_QUEUE, 0, -1) == [item]
+    # An idle worker blocked on the doorbell wakes for it at once.
+    assert client.llen(keys.queue_doorbell(SYNC_QUEUE)) == 1
+    assert heartbeat.restore_staging(client, ghost, only_if_dead=True) == 0
+    assert client.llen(keys.queue_doorbell(SYNC_QUEUE)) == 1
+
+
 @pytest.mark.timeout(400)
 def test_a_dead_holders_staged_message_is_restored_and_processed(
     cluster: Cluster, tmp_path: Path

@@ -114,6 +114,30 @@ def test_a_dead_holders_messages_return_exactly_as_kombu_restores_them(channel: 
     assert client.lrange(level, 0, -1) == swept
 
 
+def doorbell(chan: Any) -> int:
+    return int(client_of(chan).llen(keys.queue_doorbell(SYNC_QUEUE)))
+
+
+def test_a_message_put_back_rings_its_queues_doorbell(channel: Any) -> None:
+    """The sweep's restore and kombu's own (rejected with requeue, restored by tag) each wake
+    an idle worker, as a publish does, instead of leaving it to its wait's end."""
+    holder = heartbeat.activate("w1@host", ttl=30)
+    client = client_of(channel)
+    for n in range(3):
+        publish(channel, {"n": n})
+    first, second, third = (channel.basic_get(SYNC_QUEUE, no_ack=False) for _ in range(3))
+    client.delete(keys.queue_doorbell(SYNC_QUEUE))
+
+    first.reject(requeue=True)
+    assert (client.llen(SYNC_QUEUE), doorbell(channel)) == (1, 1)
+    channel.qos.restore_by_tag(second.delivery_tag)
+    assert (client.llen(SYNC_QUEUE), doorbell(channel)) == (2, 2)
+    kill(channel, holder)
+    assert heartbeat.sweep(client, channel).restored == 1
+    assert (client.llen(SYNC_QUEUE), doorbell(channel)) == (3, 3)
+    assert third.delivery_tag.encode() not in client.hkeys("unacked")
+
+
 def test_the_sweep_leaves_live_holders_and_queued_messages_alone(channel: Any) -> None:
     holder = heartbeat.activate("w1@host", ttl=30)
     for n in range(3):

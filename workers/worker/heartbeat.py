@@ -34,8 +34,9 @@ from typing import Any
 
 import redis
 from celery import bootsteps
+from kombu.utils.encoding import bytes_to_str
 
-from memsync import keys
+from memsync import doorbell, keys
 from memsync.settings import Settings
 from pipeline.errors import BrokerUnavailable, ConfigurationError, RetryableError
 from workers.worker import forkgate
@@ -86,9 +87,17 @@ def restore_staging(client: Any, holder: str, *, only_if_dead: bool) -> int:
     """Move a holder's staged items back to their queues; -1 (nothing moved) if `only_if_dead`
     and the holder is alive."""
     keys_ = [staging_index_key(holder), alive_key(holder)]
-    if not client.hlen(keys_[0]):
+    queues = set(client.hvals(keys_[0]))
+    if not queues:
         return 0  # nothing was ever staged (or all was given back): no script to run
     moved: int = client.eval(RESTORE_STAGING_LUA, len(keys_), *keys_, "1" if only_if_dead else "0")
+    if moved > 0:
+        # The queues given back to (a queue staged to after the read above was given back by
+        # the script too, and rings nothing: it is taken within a worker's wait).
+        with client.pipeline(transaction=False) as pipe:
+            for queue in sorted(queues):
+                doorbell.ring(pipe, bytes_to_str(queue))
+            pipe.execute()
     return int(moved)
 
 
@@ -252,6 +261,7 @@ def _queue_restore(
             # kombu's restore_by_tag: push each copy, then drop the tag from both indices.
             for queue, body in plan:
                 pipe.rpush(queue, body)
+                doorbell.ring(pipe, queue)
             pipe.zrem(index, tag)
             pipe.hdel(unacked, tag)
             restored += 1

@@ -30,7 +30,7 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
-from memsync import keys
+from memsync import doorbell, keys
 from memsync.doorbell import RingingChannel, RingingTransport
 from pipeline.errors import DeadLetterUnavailable
 from workers.state.deadletter import DeadLetterStore, unreadable_letters
@@ -432,10 +432,20 @@ class Channel(RingingChannel):
         """
         message, exchange, routing_key = loads(raw if isinstance(raw, str) else raw.decode())
         recorder = _PushRecorder()
-        self._do_restore_message(  # type: ignore[attr-defined]
+        # kombu's own, not this class's: the sweep rings the doorbells itself.
+        super()._do_restore_message(  # type: ignore[misc]
             message, exchange, routing_key, recorder, leftmost=False
         )
         return recorder.pushes
+
+    def _do_restore_message(
+        self, payload: Any, exchange: str, routing_key: str, pipe: Any, leftmost: bool = False
+    ) -> None:
+        """kombu's restore of one message (visibility timeout, disconnect, rejected with
+        requeue), ringing the doorbell of each queue it goes back to."""
+        super()._do_restore_message(  # type: ignore[misc]
+            payload, exchange, routing_key, _RingingPushes(pipe), leftmost
+        )
 
     def _get_client(self) -> Any:
         client = super()._get_client()  # type: ignore[misc]
@@ -470,6 +480,24 @@ class _NonBlockingPubSub:
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._pubsub, name, value)
+
+
+class _RingingPushes:
+    """A pipeline (or client) whose pushes onto a queue also ring that queue's doorbell, after
+    the push, so a client sending at once wakes no one before the message is there."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+
+    def rpush(self, key: str, value: str) -> Any:
+        pushed = self._pipe.rpush(key, value)
+        doorbell.ring(self._pipe, key)
+        return pushed
+
+    def lpush(self, key: str, value: str) -> Any:
+        pushed = self._pipe.lpush(key, value)
+        doorbell.ring(self._pipe, key)
+        return pushed
 
 
 class _PushRecorder:
