@@ -1,6 +1,6 @@
 """Recall quality: does an agent's memory find the message that answers a question?
 
-Five sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
+Several sets. FriendsQA dev (in-sample: the data is visible to us): every scene becomes a group
 channel of named humans observed by one or two synthetic agents, scenes spread over a few agents
 so each agent's memory holds many scenes; each question is searched across the whole memory of
 every agent that observed its scene, and its gold evidence is the answering utterance(s). The
@@ -11,11 +11,12 @@ conversations of 8-14 messages, each stating several details of the same kinds, 
 question an assistant would later ask its memory about that customer (the issue's top-1
 target is for such questions); a second, third and fourth such set by other blind authors
 (bench/data/customer_memory_b.jsonl, customer_memory_c.jsonl, customer_memory_d.jsonl), each
-held out until ranking had been designed against the ones before. The
-long-conversation set (bench/data/long_conversations.jsonl, written blind; bench/longconv.py):
-six conversations of two people over twelve sittings each, about 220 messages, with questions
-whose evidence is every message stating the answer; its conversations alternate between the
-dev and test halves (`--split`).
+held out until ranking had been designed against the ones before. A fifth customer set asks
+blind questions of real conversations: tau-bench's airline chats, read from ../shared/data
+(bench/taucustomer.py). The long-conversation set (bench/data/long_conversations.jsonl, written
+blind; bench/longconv.py): six conversations of two people over twelve sittings each, about 220
+messages, with questions whose evidence is every message stating the answer; its conversations
+alternate between the dev and test halves (`--split`).
 
 Memory is written in-process through the real stages and the graph writer (no Celery: this
 measures the read side) into a private Neo4j, then embedded. Retrievers, side by side: the
@@ -28,8 +29,8 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,long]
-[--json [PATH]]`
+[--one-channel] [--json [PATH]]
+[--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -48,9 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bench import longconv
+from bench import longconv, taucustomer
 from bench.bm25 import BM25, Document, windows
-from bench.recall_metric import CUTOFFS, Scores, messages_needed, score
+from bench.recall_metric import CUTOFFS, Scores, messages_needed, score, split_by_reference
 from bench.shared import shared_data_dir
 from pipeline.extract import RulesExtractor
 from pipeline.graph.writer import write_sync_jobs
@@ -88,6 +89,7 @@ CUSTOMER_TENANT = "bench-customer"
 CUSTOMER_B_TENANT = "bench-customer-b"
 CUSTOMER_C_TENANT = "bench-customer-c"
 CUSTOMER_D_TENANT = "bench-customer-d"
+CUSTOMER_TAU_TENANT = "bench-customer-tau"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
 # Speakers of the paraphrase set that are agents on the platform (they speak as `ai`).
@@ -127,10 +129,20 @@ CUSTOMER_D_AGENT_SPEAKERS = frozenset(
     }
 )  # fmt: skip
 GRAPH_MODES = ("keyword", "vector", "hybrid")
+REFERENCE = "bm25 raw"  # plain BM25 over single messages: the issue's reference retriever
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 SPLITS = ("dev", "test", "all")
-SETS = ("friends", "paraphrases", "customer", "customer-b", "customer-c", "customer-d", "long")
+SETS = (
+    "friends",
+    "paraphrases",
+    "customer",
+    "customer-b",
+    "customer-c",
+    "customer-d",
+    "customer-tau",
+    "long",
+)
 
 Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
 
@@ -231,6 +243,50 @@ def friends_corpus(
     return Corpus(name, FRIENDS_TENANT, events, cases, notes)
 
 
+def case_event(
+    tenant: str,
+    channel: str,
+    position: int,
+    said: Sequence[tuple[str, str]],
+    agents: frozenset[str],
+) -> RawEvent:
+    """One conversation of a blind set as a turn event: its own group channel, `said` as
+    (speaker, text) in order, `agents` naming the speakers that are agents on the platform, and
+    the memory agent observing; message i's id is f"{channel}-m{i}"."""
+    people: dict[str, dict[str, Any]] = {}
+    messages: list[dict[str, Any]] = []
+    for index, (name, text) in enumerate(said):
+        kind = "agent" if name in agents else "human"
+        pid = f"{kind[0]}-{slug(name)}"
+        people.setdefault(
+            pid, {"id": pid, "kind": kind, "display_name": name, "handle": slug(name)}
+        )
+        messages.append(
+            {
+                "id": f"{channel}-m{index}",
+                "role": "ai" if kind == "agent" else "human",
+                "sender_id": pid,
+                "content": text,
+                "created_at": f"2026-02-{1 + position // 24:02d}T{position % 24:02d}:"
+                f"{index // 60:02d}:{index % 60:02d}Z",
+            }
+        )
+    people[PARA_AGENT] = {
+        "id": PARA_AGENT,
+        "kind": "agent",
+        "display_name": "Memory",
+        "handle": "memory",
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "event_id": f"{tenant}-{channel}",
+        "tenant": tenant,
+        "channel": {"id": channel, "kind": "group", "title": channel},
+        "participants": list(people.values()),
+        "messages": messages,
+    }
+
+
 def paraphrase_corpus(
     path: Path = PARAPHRASES,
     title: str = "paraphrases (blind)",
@@ -244,44 +300,39 @@ def paraphrase_corpus(
     events: list[RawEvent] = []
     cases: list[Case] = []
     for position, case in enumerate(c for c in lines if "_header" not in c):
-        people: dict[str, dict[str, Any]] = {}
-        messages: list[dict[str, Any]] = []
-        for index, message in enumerate(case["messages"]):
-            name = message["speaker"]
-            kind = "agent" if name in agents else "human"
-            pid = f"{kind[0]}-{slug(name)}"
-            people.setdefault(
-                pid, {"id": pid, "kind": kind, "display_name": name, "handle": slug(name)}
-            )
-            messages.append(
-                {
-                    "id": f"{case['id']}-m{index}",
-                    "role": "ai" if kind == "agent" else "human",
-                    "sender_id": pid,
-                    "content": message["text"],
-                    "created_at": f"2026-02-{1 + position // 24:02d}T{position % 24:02d}:00:"
-                    f"{index:02d}Z",
-                }
-            )
-        people[PARA_AGENT] = {
-            "id": PARA_AGENT,
-            "kind": "agent",
-            "display_name": "Memory",
-            "handle": "memory",
-        }
-        events.append(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "event_id": f"{tenant}-{case['id']}",
-                "tenant": tenant,
-                "channel": {"id": case["id"], "kind": "group", "title": case["id"]},
-                "participants": list(people.values()),
-                "messages": messages,
-            }
-        )
+        said = [(message["speaker"], message["text"]) for message in case["messages"]]
+        events.append(case_event(tenant, case["id"], position, said, agents))
         gold = frozenset(f"{case['id']}-m{i}" for i in case["answer"])
         cases.append(Case(PARA_AGENT, case["question"], gold))
     return Corpus(title, tenant, events, cases, [f"{len(cases)} cases"])
+
+
+def tau_corpus(root: Path, path: Path = taucustomer.CUSTOMER_MEMORY_TAU) -> Corpus:
+    """tau-bench's airline conversations (trial 0 of each task, each its own channel, one
+    agent remembering them all) and the blind questions asked of them."""
+    said = taucustomer.conversations(root)
+    events = [
+        case_event(
+            CUSTOMER_TAU_TENANT,
+            f"tau-{task}",
+            position,
+            conversation.messages,
+            frozenset({taucustomer.AGENT_SPEAKER}),
+        )
+        for position, (task, conversation) in enumerate(sorted(said.items()))
+    ]
+    cases = [
+        Case(
+            PARA_AGENT,
+            line["question"],
+            frozenset(f"tau-{line['task_id']}-m{i}" for i in line["answer"]),
+        )
+        for line in taucustomer.questions(path)
+    ]
+    notes = [f"{len(events)} conversations, {len(cases)} questions"]
+    return Corpus(
+        "customer memory, tau-bench (blind, held out)", CUSTOMER_TAU_TENANT, events, cases, notes
+    )
 
 
 def long_corpus(split: str = "all") -> Corpus:
@@ -331,7 +382,7 @@ def reference_rankers(jobs: Sequence[SyncJob]) -> dict[str, Ranker]:
 
         return rank
 
-    return {"bm25 raw": ranker(raw), "bm25 +-1": ranker(windowed)}
+    return {REFERENCE: ranker(raw), "bm25 +-1": ranker(windowed)}
 
 
 # --- graph retrievers ------------------------------------------------------------------------
@@ -461,6 +512,7 @@ class Result:
 
     needed: dict[str, list[int | None]] = field(default_factory=dict)
     in_order: list[int | None] = field(default_factory=list)  # the same, in the cases' order
+    first_in_order: list[bool] = field(default_factory=list)  # the top item hit, in order
     top1: dict[str, list[bool]] = field(default_factory=dict)
     # Messages the top item carries: a "top-1 item" hit on a five-message window is lenient.
     top1_sizes: list[int] = field(default_factory=list)
@@ -482,6 +534,7 @@ def evaluate(cases: Sequence[Case], rank: Ranker) -> Result:
         result.in_order.append(needed)
         first = bool(ranking) and any(m in case.gold for m in ranking[0])
         result.top1.setdefault(case.agent, []).append(first)
+        result.first_in_order.append(first)
         result.top1_sizes.append(len(ranking[0]) if ranking else 0)
     result.seconds = time.perf_counter() - started
     return result
@@ -523,6 +576,7 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
             "ms_per_question": round(per_query, 2),
             "per_agent": {a: score(result.needed.get(a, [])).as_json() for a in agents},
         }
+    strata(results, figures)
     kinds = sorted({c.kind for c in corpus.cases if c.kind})
     if kinds:
         print(f"recall@{BUDGET} per question type: " + "  ".join(f"{k:>10}" for k in kinds))
@@ -545,6 +599,30 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
                 row = [s.recall[k] for s in per_agent for k in CUTOFFS]
                 print(f"  {name:<15}" + " ".join(f"{v:>12.3f}" for v in row))
     return figures
+
+
+def strata(results: dict[str, Result], figures: dict[str, Any]) -> None:
+    """Each graph retriever's top-1 item on the questions plain BM25 answers with its first
+    message (they share the answer's words) and on the rest, printed and added to `figures`."""
+    reference = results.get(REFERENCE)
+    if reference is None or reference.error is not None:
+        return
+    cells: list[str] = []
+    for name in GRAPH_MODES:
+        result = results.get(name)
+        if result is None or result.error is not None:
+            continue
+        (easy, n_easy), (hard, n_hard) = split_by_reference(
+            reference.first_in_order, result.first_in_order
+        )
+        figures[name]["top1_item_where_reference_first"] = [easy, n_easy]
+        figures[name]["top1_item_elsewhere"] = [hard, n_hard]
+        cells.append(f"{name} {easy}/{n_easy} and {hard}/{n_hard}")
+    if cells:
+        print(
+            f"top-1 item where {REFERENCE}'s first message answers, and elsewhere: "
+            + ", ".join(cells)
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -609,6 +687,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             CUSTOMER_D_TENANT,
             CUSTOMER_D_AGENT_SPEAKERS,
         ),
+        "customer-tau": lambda: tau_corpus(root),
         "long": lambda: long_corpus(args.split),
     }
     corpora = [builders[name]() for name in SETS if name in wanted]

@@ -81,3 +81,14 @@ def score(needed: Iterable[int | None], cutoffs: Sequence[int] = CUTOFFS) -> Sco
     recall = {k: sum(hit(v, k) for v in values) / n for k in cutoffs}
     mrr = sum(1.0 / v for v in values if v is not None) / n
     return Scores(n, recall, mrr)
+
+
+def split_by_reference(
+    reference: Sequence[bool], first: Sequence[bool]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """How often a retriever's first item answers (hits, questions) on the questions a reference
+    answers with its first item, and on the rest: which questions a retriever loses, the ones
+    that share words with their answer or the ones that do not."""
+    easy = [hit for hit, ref in zip(first, reference, strict=True) if ref]
+    hard = [hit for hit, ref in zip(first, reference, strict=True) if not ref]
+    return (sum(easy), len(easy)), (sum(hard), len(hard))

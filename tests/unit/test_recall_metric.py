@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from bench.bm25 import BM25, Document, windows
-from bench.recall_metric import item_costs, messages_needed, score, within_budget
+from bench.recall_metric import (
+    item_costs,
+    messages_needed,
+    score,
+    split_by_reference,
+    within_budget,
+)
 
 
 def test_an_item_costs_the_messages_it_adds() -> None:
@@ -57,3 +63,11 @@ def test_windows_carry_their_neighbours() -> None:
     docs = windows([("m1", "one"), ("m2", "two"), ("m3", "three")])
     assert [d.evidence for d in docs] == [("m1", "m2"), ("m1", "m2", "m3"), ("m2", "m3")]
     assert docs[1].text == "one two three"
+
+
+def test_a_retrievers_first_items_split_by_what_the_reference_answers_first() -> None:
+    reference = [True, True, False, False, False]
+    first = [True, False, True, False, False]
+    assert split_by_reference(reference, first) == ((1, 2), (1, 3))
+    with pytest.raises(ValueError):
+        split_by_reference(reference, first[:-1])

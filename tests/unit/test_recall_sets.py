@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import taucustomer
 from bench.recall import (
     CUSTOMER_B_TENANT,
     CUSTOMER_C_AGENT_SPEAKERS,
@@ -24,7 +25,9 @@ from bench.recall import (
     PARAPHRASES,
     long_corpus,
     paraphrase_corpus,
+    tau_corpus,
 )
+from tests.datasets import TESTS_DATA_DIR
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,31 @@ def test_the_long_sets_halves_split_by_conversation() -> None:
     assert not {c.gold for c in dev.cases} & {c.gold for c in test.cases}
     asked = {next(iter(c.gold)).split("-")[0] for c in dev.cases}
     assert asked == {"LA1", "LB1", "LC1"}
+
+
+def test_tau_conversations_keep_what_was_said_and_drop_the_rest() -> None:
+    said = taucustomer.conversations(TESTS_DATA_DIR)  # the vendored slice: trial 0 of tasks 0, 40
+    assert sorted(said) == [0, 40]
+    assert said[0].customer == "Mia Li" == taucustomer.customer_name("mia_li_3668")
+    for conversation in said.values():
+        speakers = {speaker for speaker, _ in conversation.messages}
+        assert speakers == {conversation.customer, taucustomer.AGENT_SPEAKER}
+        for _, text in conversation.messages:
+            assert text and text == text.strip()
+            assert taucustomer.STOP_TOKEN not in text
+
+
+def test_the_tau_questions_point_into_their_conversations() -> None:
+    questions = taucustomer.questions()
+    assert len(questions) >= 50
+    assert len({q["id"] for q in questions}) == len(questions)
+    for question in questions:
+        assert question["answer"] and question["question"].strip()
+    corpus = tau_corpus(TESTS_DATA_DIR)
+    written = {m["id"] for event in corpus.events for m in event["messages"]}
+    on_slice = [case for case in corpus.cases if case.gold <= written]
+    # Every question about a vendored conversation indexes messages it has.
+    asked = {q["task_id"] for q in questions} & {0, 40}
+    assert asked and len(on_slice) == sum(q["task_id"] in asked for q in questions)
+    for event in corpus.events:
+        assert any(m["role"] == "ai" for m in event["messages"])
