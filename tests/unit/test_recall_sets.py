@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import taucustomer
-from bench.recall import (
+from bench.recallsets import (
     CUSTOMER_B_TENANT,
     CUSTOMER_C_AGENT_SPEAKERS,
     CUSTOMER_C_TENANT,
