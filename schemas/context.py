@@ -225,10 +225,11 @@ def _memory_line(item: RecallItem) -> str:
     where = f" #{item.channel_id}" if item.channel_id else ""
     head = f"- [{when}{where}]"
     if item.kind == "episode":
+        changes = "".join(f"\n  ({change.note()})" for change in item.changed)
         if "\n" in item.text:
             body = "\n".join(f"  {line}" for line in item.text.splitlines())
-            return f"{head}\n{body}"
-        return f"{head} {item.speaker_label or 'someone'}: {item.text}"
+            return f"{head}\n{body}{changes}"
+        return f"{head} {item.speaker_label or 'someone'}: {item.text}{changes}"
     mark = ""
     if item.source == "peer_stated":
         mark = f" (said by {item.speaker_label or 'someone else'}, unverified)"

@@ -85,6 +85,21 @@ class RecallQuery(BaseModel):
         return self.window if self.include_neighbours else 0
 
 
+class Change(BaseModel):
+    """A fact a recalled message gave that a later message of the same channel replaced: what it
+    was, what it became, and the ids of the messages saying so."""
+
+    model_config = ConfigDict(frozen=True)
+
+    was: str
+    now: str
+    evidence: list[str]
+
+    def note(self) -> str:
+        """The change as a reader is told it beside the old message."""
+        return f'since replaced in this channel: "{self.was}" is now "{self.now}"'
+
+
 class RecallItem(BaseModel):
     """One remembered thing, best first in a recall's answer.
 
@@ -110,12 +125,16 @@ class RecallItem(BaseModel):
     status: str | None = None
     # False for superseded or expired facts and closed commitments (only with include_*).
     current: bool = True
+    # For an episode: facts its messages gave that a later message in the same channel replaced,
+    # so an old value shown in a window never reads as current.
+    changed: list[Change] = Field(default_factory=list)
 
 
 __all__ = [
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "RECALL_KINDS",
+    "Change",
     "RecallItem",
     "RecallKind",
     "RecallMode",

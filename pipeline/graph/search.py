@@ -57,7 +57,7 @@ from pipeline.rank import (
     select,
 )
 from schemas.keys import channel_key, participant_key, scope_token
-from schemas.recall import RecallItem, RecallKind, RecallQuery
+from schemas.recall import Change, RecallItem, RecallKind, RecallQuery
 
 DM_POLICIES: Final = ("never", "same_people")
 # How far each retriever is trusted, as the weight of its normalised scores; agreeing, they add
@@ -152,9 +152,9 @@ def _search(
     hits = sorted(
         (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
     )[: query.limit]
-    around = _neighbours(session, hits, params, query.neighbours)
+    around, changed = _neighbours(session, hits, params, query.neighbours)
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
-    return _answer(query, relevance, rows, hits, around, passed=passed)
+    return _answer(query, relevance, rows, hits, around, passed=passed, changed=changed)
 
 
 def _answer(
@@ -165,6 +165,7 @@ def _answer(
     around: list[dict[str, Any]],
     *,
     passed: dict[str, float],
+    changed: dict[str, list[Change]],
 ) -> list[RecallItem]:
     """Score messages with their context (each neighbour passing on its `passed` relevance) and
     the kind of value they state, fill the budget, and show the chosen ones as windows."""
@@ -194,7 +195,7 @@ def _answer(
     ]
     chosen = select(units, query.limit)
     matched = [key for key in passages if relevance.get(key, 0.0) > 0.0]
-    return [_finish(shown, rows) for shown in group(chosen, stretches, matched)]
+    return [_finish(shown, rows, changed) for shown in group(chosen, stretches, matched)]
 
 
 def _order(p: Passage) -> tuple[str, Any, str]:
@@ -304,9 +305,11 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
 
 def _neighbours(
     session: neo4j.Session, hits: Sequence[str], params: dict[str, Any], window: int
-) -> list[dict[str, Any]]:
-    if not hits or window == 0:
-        return []
+) -> tuple[list[dict[str, Any]], dict[str, list[Change]]]:
+    """The hits' neighbours up to `window` either side, and what was since replaced of what
+    the hits and those neighbours said (by episode key), in one statement."""
+    if not hits:
+        return [], {}
     record = session.run(
         search_cypher.NEIGHBOURS,
         {
@@ -318,7 +321,11 @@ def _neighbours(
             "until": params["until"],
         },
     ).single(strict=True)
-    return [search_row(row) for row in record["rows"]]
+    changed: dict[str, list[Change]] = {}
+    for row in record["changed"]:
+        change = Change(was=row["was"], now=row["now"], evidence=row["evidence"])
+        changed.setdefault(row["key"], []).append(change)
+    return [search_row(row) for row in record["rows"]], changed
 
 
 def _passage(row: dict[str, Any]) -> Passage:
@@ -349,11 +356,18 @@ def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallI
     )
 
 
-def _finish(shown: Unit | Window, rows: dict[str, tuple[RecallKind, dict[str, Any]]]) -> RecallItem:
+def _finish(
+    shown: Unit | Window,
+    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
+    changed: dict[str, list[Change]],
+) -> RecallItem:
     if isinstance(shown, Unit):
         kind, row = rows[shown.key]
         return _memory_item(kind, row, shown.score)
     best = rows[shown.lead][1]
+    changes: list[Change] = []
+    for passage in shown.passages:
+        changes.extend(c for c in changed.get(passage.key, []) if c not in changes)
     return RecallItem(
         kind="episode",
         key=shown.lead,
@@ -365,6 +379,7 @@ def _finish(shown: Unit | Window, rows: dict[str, tuple[RecallKind, dict[str, An
         speaker_label=best["speaker_label"],
         speaker_id=best["speaker_id"],
         created_at=best["created_at"],
+        changed=changes,
     )
 
 

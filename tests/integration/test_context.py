@@ -307,3 +307,60 @@ def test_cli_context(settings: Settings, world: World) -> None:
     refused = cli(settings, *args, "--budget", "-1")
     assert refused.returncode == 2 and "budget" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_replaced_value_is_marked_where_it_is_shown(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    """A window showing a value that a later message of its channel replaced says so, naming
+    the replacement; one made in another channel (a DM here) is never named."""
+    tenant = f"x{uuid.uuid4().hex[:12]}"
+    seats = {"id": "ch-x", "kind": "group", "title": "Seats"}
+    dm = {"id": "dm-devon", "kind": "dm"}
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    producer = Producer(settings)
+    try:
+        emit_and_wait(
+            producer,
+            ledger,
+            [
+                event(
+                    tenant,
+                    "ev-x",
+                    seats,
+                    [DEVON, SARAH, TRAVEL],
+                    [
+                        msg("x1", "user", "u-devon", "I prefer a window seat", 1),
+                        msg("x2", "user", "u-sarah", "Lisbon it is, then", 2),
+                        msg("x3", "user", "u-devon", "Actually I prefer an aisle seat now", 3),
+                    ],
+                ),
+                event(
+                    tenant,
+                    "ev-y",
+                    dm,
+                    [DEVON, TRAVEL],
+                    [msg("y1", "user", "u-devon", "I prefer a middle seat", 9)],
+                ),
+            ],
+        )
+    finally:
+        producer.close(timeout=10)
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    facts = agent_facts(graph, tenant, "a-travel", include_superseded=True)
+    assert {f.text for f in facts if f.superseded_at is None} == {
+        "Devon (@devon) prefers middle seat"
+    }
+
+    ctx = build_context(graph, tenant, "a-travel", "ch-x", query="window seat")
+    [shown] = [m for m in ctx.memories if "x1" in m.evidence]
+    [change] = shown.changed  # x3's own replacement was said in the DM: not named here
+    assert change.was == "Devon (@devon) prefers window seat"
+    assert change.now == "Devon (@devon) prefers aisle seat"
+    assert change.evidence == ["x3"]
+    text = rendered(ctx)
+    assert change.note() in text and "middle" not in text
+    # The DM's own context names nothing of the group's.
+    in_dm = build_context(graph, tenant, "a-travel", "dm-devon", query="middle seat")
+    assert all(not m.changed for m in in_dm.memories)

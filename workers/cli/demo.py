@@ -194,3 +194,5 @@ def _show_reading(settings: Settings, tenant: str) -> None:
     for item in items:
         text = item.text.replace("\n", " | ")
         print(f"  {item.score:.3f} {item.kind:<10} {text}  (evidence: {', '.join(item.evidence)})")
+        for change in item.changed:
+            print(f"        ({change.note()})")

@@ -220,9 +220,9 @@ def _describe_recalled(item: RecallItem, searching: bool) -> str:
         head = f"[{when}] {where} {item.speaker_label}: {item.text}"
     else:
         head = f"[{when}] {where} {item.kind}: {item.text}"
-    if not searching:
-        return head
-    return f"{item.score:.4f} {head}  (evidence: {', '.join(item.evidence) or '-'})"
+    if searching:
+        head = f"{item.score:.4f} {head}  (evidence: {', '.join(item.evidence) or '-'})"
+    return head + "".join(f"\n    ({change.note()})" for change in item.changed)
 
 
 def _facts(args: argparse.Namespace, settings: Settings) -> int:

@@ -31,6 +31,7 @@ from pipeline.graph.model import (
     SEGMENT,
     SUMMARISED,
     SUMMARY,
+    SUPERSEDED_BY,
 )
 
 # -- Lucene ---------------------------------------------------------------------------------------
@@ -394,9 +395,15 @@ def combined(parts: tuple[tuple[str, str], ...]) -> str:
 def as_one_record(statement: str, columns: str, label: str | None = None) -> str:
     """`statement` returning its rows (maps of the named `columns`) as one list in one record,
     `rows`, with `label` beside it when given: the driver's cost is per record, not per row."""
-    row = ", ".join(f"{column}: {column}" for column in columns.split())
     tag = "" if label is None else f"'{label}' AS label, "
-    return f"CALL () {{{statement}}}\nRETURN {tag}collect({{{row}}}) AS rows"
+    return f"{collected(statement, columns)}RETURN {tag}rows"
+
+
+def collected(statement: str, columns: str) -> str:
+    """`statement`'s rows (maps of the named `columns`) collected into `rows`, for a statement
+    to go on from."""
+    row = ", ".join(f"{column}: {column}" for column in columns.split())
+    return f"CALL () {{{statement}}}\nWITH collect({{{row}}}) AS rows\n"
 
 
 # How big the agent's scope is, to choose between exact cosine and the vector index, and how
@@ -438,8 +445,7 @@ def _side(before: bool) -> str:
     return adjacent("hit", "n", before=before, where=_OBSERVED_N, limit="$window")
 
 
-NEIGHBOURS: Final = as_one_record(
-    f"""
+_NEIGHBOUR_ROWS: Final = f"""
 UNWIND $keys AS hit_key
 MATCH (hit:{EPISODE} {{key: hit_key}})
 WHERE {observed_by_agent("hit")}
@@ -449,8 +455,31 @@ CALL (hit) {{{_side(before=True)}
 WITH hit, n AS e
 WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.created_at < $until)
 {_EPISODE_FIELDS}, hit.key AS hit_key
-""",
-    f"{_EPISODE_COLUMNS} hit_key",
+"""
+_NEIGHBOUR_COLUMNS: Final = f"{_EPISODE_COLUMNS} hit_key"
+# Facts the agent learnt from the messages about to be shown (the hits and their neighbours)
+# that a later statement replaced, each with the latest replacement stated in the same channel
+# and the ids of the messages stating it: so an old value in a window never reads as current.
+# A replacement learnt in another channel is not named (it may not belong to this audience).
+_CHANGED: Final = f"""
+CALL (rows) {{
+  UNWIND $keys + [row IN rows | row.key] AS shown_key
+  WITH DISTINCT shown_key
+  MATCH (e:{EPISODE} {{key: shown_key}})<-[:{EVIDENCE}]-(old:{FACT})
+  WHERE old.agent_key = $agent_key AND old.superseded_at IS NOT NULL
+  MATCH (old)-[:{SUPERSEDED_BY}]->+(new:{FACT})-[:{EVIDENCE}]->(later:{EPISODE})
+  WHERE later.channel_key = e.channel_key AND {observed_by_agent("later")}
+  WITH shown_key, old, new, collect(later.id) AS ids
+  ORDER BY new.last_confirmed DESC, new.key
+  WITH shown_key, old, collect({{now: new.text, evidence: ids}})[0] AS latest
+  RETURN collect({{key: shown_key, was: old.text, now: latest.now, evidence: latest.evidence}})
+    AS changed
+}}
+"""
+# The hits' neighbours as one record (`rows`), and what was since replaced among the messages
+# they and the hits said (`changed`), in the same round trip.
+NEIGHBOURS: Final = (
+    f"{collected(_NEIGHBOUR_ROWS, _NEIGHBOUR_COLUMNS)}{_CHANGED}RETURN rows, changed"
 )
 
 # No words to search for: the agent's most recent episodes in scope, newest first.
