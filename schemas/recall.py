@@ -96,8 +96,9 @@ class Change(BaseModel):
     evidence: list[str]
 
     def note(self) -> str:
-        """The change as a reader is told it beside the old message."""
-        return f'since replaced in this channel: "{self.was}" is now "{self.now}"'
+        """The change as a reader is told it beside the old message: what a later message here
+        said, not what is current (a replacement said elsewhere is not named)."""
+        return f'later in this channel, "{self.was}" became "{self.now}"'
 
 
 class RecallItem(BaseModel):

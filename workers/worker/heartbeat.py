@@ -92,8 +92,8 @@ def restore_staging(client: Any, holder: str, *, only_if_dead: bool) -> int:
         return 0  # nothing was ever staged (or all was given back): no script to run
     moved: int = client.eval(RESTORE_STAGING_LUA, len(keys_), *keys_, "1" if only_if_dead else "0")
     if moved > 0:
-        # The queues given back to (a queue staged to after the read above was given back by
-        # the script too, and rings nothing: it is taken within a worker's wait).
+        # Ring the queues read from the index just before the script. One first staged to in
+        # between was given back too but rings nothing: a worker takes it within its wait.
         with client.pipeline(transaction=False) as pipe:
             for queue in sorted(queues):
                 doorbell.ring(pipe, bytes_to_str(queue))

@@ -490,12 +490,12 @@ class _RingingPushes:
         self._pipe = pipe
 
     def rpush(self, key: str, value: str) -> Any:
-        pushed = self._pipe.rpush(key, value)
-        doorbell.ring(self._pipe, key)
-        return pushed
+        return self._ringing(self._pipe.rpush(key, value), key)
 
     def lpush(self, key: str, value: str) -> Any:
-        pushed = self._pipe.lpush(key, value)
+        return self._ringing(self._pipe.lpush(key, value), key)
+
+    def _ringing(self, pushed: Any, key: str) -> Any:
         doorbell.ring(self._pipe, key)
         return pushed
 
