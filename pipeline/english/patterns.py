@@ -38,6 +38,11 @@ ADDRESS = re.compile(
     r"^(?:@[\w.-]+\s*[,:]?\s+|(?!(?i:agreed|confirmed|decision|final|settled|decided|note|update"
     r"|fyi|done|finished|deal)\b)[A-Z][\w.-]*\s*[,:]\s+)"
 )
+# "I would like to cancel", "I would also like a refund": a request for now, not something the
+# speaker likes in general (nor is "I'd like ...", which the preference patterns never read).
+REQUEST = re.compile(
+    r"\bwould (?:(?:really|also|just|still|now|very much|much) )*(?:like|love)\b", I
+)
 QUESTION_START = re.compile(
     r"^(?:(?:do|does|did|can|could|would|will|are|is|should|shall|have|has|may)\s+"
     r"(?:you|i|we|he|she|they|it|there|anyone|anybody|somebody)\b|(?:what|why|how|who|where"

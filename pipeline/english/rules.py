@@ -34,6 +34,7 @@ from pipeline.english.patterns import (
     PREF,
     PRONOUN,
     QUESTION_START,
+    REQUEST,
     STATE_WORDS,
     TRAIL,
     Candidate,
@@ -244,6 +245,8 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
             continue
         for m in pattern.finditer(s):
             if any(a <= m.start("v") < b for a, b in taken):
+                continue
+            if predicate == "likes" and REQUEST.search(m[0]):
                 continue
             value = clean_value(m["v"])
             value = clean_value(_TO.sub("", value))

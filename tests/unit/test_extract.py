@@ -166,6 +166,25 @@ def test_questions_give_nothing(text: str) -> None:
     assert extract_memories(turn([(DEVON, text)]), TRAVEL) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I would like to cancel the reservation with ID MZDDS4.",
+        "I would also like to change my return flight.",
+        "And I would like a full refund.",
+    ],
+)
+def test_a_request_is_no_preference(text: str) -> None:
+    assert [
+        i for i in extract_memories(turn([(DEVON, text)]), TRAVEL) if i.kind == "preference"
+    ] == []
+
+
+def test_a_liking_stays_a_preference() -> None:
+    item = only(extract_memories(turn([(DEVON, "I really like to fly early")]), TRAVEL))
+    assert (item.predicate, item.value) == ("likes", "fly early")
+
+
 def test_extractor_protocol() -> None:
     t = turn([(DEVON, "I prefer window seats")])
     assert RulesExtractor().extract(t, TRAVEL) == extract_memories(t, TRAVEL)
