@@ -13,10 +13,11 @@ target is for such questions); a second, third and fourth such set by other blin
 (bench/data/customer_memory_b.jsonl, customer_memory_c.jsonl, customer_memory_d.jsonl), each
 held out until ranking had been designed against the ones before. A fifth customer set asks
 blind questions of real conversations: tau-bench's airline chats, read from ../shared/data
-(bench/taucustomer.py). The long-conversation set (bench/data/long_conversations.jsonl, written
-blind; bench/longconv.py): six conversations of two people over twelve sittings each, about 220
-messages, with questions whose evidence is every message stating the answer; its conversations
-alternate between the dev and test halves (`--split`).
+(bench/taucustomer.py); held out when first run, read in design since 2026-12-06. The
+long-conversation set (bench/data/long_conversations.jsonl, written blind; bench/longconv.py):
+six conversations of two people over twelve sittings each, about 220 messages, with questions
+whose evidence is every message stating the answer; its conversations alternate between the
+dev and test halves (`--split`).
 
 The sets are built in bench/recallsets.py. Memory is written in-process through the real stages
 and the graph writer (no Celery: this measures the read side) into a private Neo4j, then

@@ -280,7 +280,12 @@ def tau_corpus(root: Path, path: Path = taucustomer.CUSTOMER_MEMORY_TAU) -> Corp
     ]
     notes = [f"{len(events)} conversations, {len(cases)} questions"]
     return Corpus(
-        "customer memory, tau-bench (blind, held out)", CUSTOMER_TAU_TENANT, events, cases, notes
+        # Its misses were read on 2026-12-06 to design against: in-sample since.
+        "customer memory, tau-bench (blind, in-sample)",
+        CUSTOMER_TAU_TENANT,
+        events,
+        cases,
+        notes,
     )
 
 
