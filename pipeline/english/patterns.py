@@ -376,7 +376,10 @@ FACT: list[tuple[re.Pattern[str], str]] = [
     (_p(rf"\b(?:i|we) (?:currently |mostly )?run {V}", needs=("run ",)), "runs"),
 ]
 MY_X = _p(
-    rf"\bmy (?P<x>[a-z][\w'-]*(?: [a-z][\w'-]*){{0,3}}?)(?: is|'s| are|:| =|, it's| - it's) {V}",
+    # The attribute ends before a relative clause: "my flight that's scheduled for ..." says
+    # nothing of a "flight that".
+    rf"\bmy (?P<x>[a-z][\w'-]*(?: (?!(?:that|which|who)\b)[a-z][\w'-]*){{0,3}}?)"
+    rf"(?: is|'s| are|:| =|, it's| - it's) {V}",
     needs=("my ",),
 )
 KNOWN_ATTRS = re.compile(
@@ -387,7 +390,7 @@ KNOWN_ATTRS = re.compile(
     I,
 )
 STATE_WORDS = re.compile(
-    r"^(?:down|up|broken|slow|dead|fine|ok|okay|gone|useless|not|too|so|very|really|a mess|"
+    r"^(?:down|up|broken|slow|dead|fine|ok|okay|gone|useless|not|too|so|very|really|a mess|already|"
     r"hanging|working|stuck|running|still|kinda|pretty|quite|being|getting|going|on|off|in|at)\b",
     I,
 )

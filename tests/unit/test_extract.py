@@ -180,6 +180,24 @@ def test_a_request_is_no_preference(text: str) -> None:
     ] == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A relative clause is no attribute ("flight that"), "already provided" no value.
+        "I need to cancel my flight that's scheduled for May 22nd from JFK to MCO.",
+        "My headphones which are only set for skype chat",
+        "My user ID is already provided, aarav_ahmed_6699.",
+    ],
+)
+def test_no_fact_from_a_clause_or_a_state(text: str) -> None:
+    assert [i for i in extract_memories(turn([(DEVON, text)]), TRAVEL) if i.kind == "fact"] == []
+
+
+def test_an_attribute_of_several_words_stays_one() -> None:
+    item = only(extract_memories(turn([(DEVON, "my seat preference is aisle")]), TRAVEL))
+    assert (item.predicate, item.value) == ("seat_preference", "aisle")
+
+
 def test_a_liking_stays_a_preference() -> None:
     item = only(extract_memories(turn([(DEVON, "I really like to fly early")]), TRAVEL))
     assert (item.predicate, item.value) == ("likes", "fly early")
