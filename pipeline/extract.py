@@ -105,9 +105,13 @@ def extract_memories(turn: ResolvedTurn, agent: Speaker) -> list[MemoryItem]:
         speaker = by_key.get(message.speaker_key)
         if speaker is None or message.role not in ("human", "ai"):
             continue
+        found = candidates(message.content)
+        if not found:
+            # Most messages give nothing: their addressee is never looked for.
+            continue
         other = _dm_partner(turn, speaker, agent)
         addressee = _addressee(message.content, turn.participants, speaker) or other
-        for candidate in candidates(message.content):
+        for candidate in found:
             item = _item(candidate, turn, message, speaker, addressee)
             if item is not None:
                 items.append(item)
