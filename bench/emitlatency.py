@@ -31,6 +31,7 @@ from typing import Any
 
 import redis
 
+from bench.gcpauses import Collections, slowest_call
 from bench.shared import shared_data_dir
 from bench.syncload import DEFAULT_SEED, RawEvent, jsonable, spread, workload
 from memsync.producer import Producer
@@ -66,20 +67,24 @@ def emit_run(
     """Emit every event at `rate` a second through a fresh producer; time each emit() call."""
     producer = Producer(settings)
     latencies: list[int] = []
+    starts: list[int] = []
     preempted: list[bool] = []
     interval_ns = int(1e9 / rate)
+    collections = Collections()
     try:
         start = time.perf_counter_ns()
-        for index, event in enumerate(events):
-            due = start + index * interval_ns
-            ahead = due - time.perf_counter_ns()
-            if ahead > 0:
-                time.sleep(ahead / 1e9)
-            switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
-            before = time.perf_counter_ns()
-            producer.emit(event)
-            latencies.append(time.perf_counter_ns() - before)
-            preempted.append(resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw > switches)
+        with collections:
+            for index, event in enumerate(events):
+                due = start + index * interval_ns
+                ahead = due - time.perf_counter_ns()
+                if ahead > 0:
+                    time.sleep(ahead / 1e9)
+                switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+                before = time.perf_counter_ns()
+                producer.emit(event)
+                latencies.append(time.perf_counter_ns() - before)
+                starts.append(before)
+                preempted.append(resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw > switches)
         emitted = time.perf_counter_ns()
         flushed = producer.flush(timeout=flush_timeout)
         drained = time.perf_counter_ns()
@@ -91,6 +96,7 @@ def emit_run(
         "rate": rate,
         "achieved_rate": len(events) / ((emitted - start) / 1e9),
         "emit_us": {k: v / 1e3 if k != "n" else v for k, v in spread(latencies).items()},
+        "emit_slowest": slowest_call(starts, latencies, collections),
         "slow": len(slow),
         "slow_preempted": sum(slow),
         "preempted": sum(preempted),
@@ -104,14 +110,16 @@ def emit_run(
 def table(runs: list[dict[str, Any]]) -> str:
     header = (
         f"{'broker':<7} {'load':>4} {'events':>7} {'rate/s':>7} {'p50 us':>8} {'p99 us':>8} "
-        f"{'max us':>9} {'>1 ms':>6} {'preempted':>9} {'published':>9} {'spooled':>8}"
+        f"{'max us':>9} {'max in GC us':>12} {'>1 ms':>6} {'preempted':>9} {'published':>9} "
+        f"{'spooled':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in runs:
         e = r["emit_us"]
         lines.append(
             f"{r['broker']:<7} {r['load']:>4} {r['events']:>7} {r['achieved_rate']:>7.0f} "
-            f"{e['p50']:>8.0f} {e['p99']:>8.0f} {e['max']:>9.0f} {r['slow']:>6} "
+            f"{e['p50']:>8.0f} {e['p99']:>8.0f} {e['max']:>9.0f} "
+            f"{r['emit_slowest'].get('full_gc_ms', 0.0) * 1e3:>12.0f} {r['slow']:>6} "
             f"{r['slow_preempted']:>9} {r['published']:>9} "
             f"{r['spooled']:>8}"
         )

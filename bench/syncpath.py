@@ -48,6 +48,7 @@ import neo4j
 from bench import threadcpu
 from bench.bulkload import Tenant, load_corpus
 from bench.bulkload import load as load_episodes
+from bench.gcpauses import Collections, slowest_call
 from bench.shared import shared_data_dir
 from bench.syncload import DEFAULT_SEED, RawEvent, jsonable, retenant, spread, workload
 from memsync.producer import Producer
@@ -253,20 +254,22 @@ def run_pipeline(
         sent_at: list[int] = []
         sampler = LagSampler(tenant, load, sent_at)
         sampler.start()
+        collections = Collections()
         try:
             start = time.perf_counter_ns()
-            for index, turn in enumerate(load):
-                if rate:
-                    # Paced: turn i leaves at i / rate seconds (a sustained load, not a burst).
-                    due = start + int(index * 1e9 / rate)
-                    wait = (due - time.perf_counter_ns()) / 1e9
-                    if wait > 0:
-                        time.sleep(wait)
-                before = time.perf_counter_ns()
-                producer.emit(turn)
-                after = time.perf_counter_ns()
-                sent_at.append(before)
-                emit_ns.append(after - before)
+            with collections:
+                for index, turn in enumerate(load):
+                    if rate:
+                        # Paced: turn i leaves at i / rate seconds (a sustained load, not a burst).
+                        due = start + int(index * 1e9 / rate)
+                        wait = (due - time.perf_counter_ns()) / 1e9
+                        if wait > 0:
+                            time.sleep(wait)
+                    before = time.perf_counter_ns()
+                    producer.emit(turn)
+                    after = time.perf_counter_ns()
+                    sent_at.append(before)
+                    emit_ns.append(after - before)
             emitted = time.perf_counter_ns()
             producer.flush(timeout=timeout)
         finally:
@@ -305,6 +308,7 @@ def run_pipeline(
         "seconds": elapsed,
         "turns_per_s": complete / elapsed if elapsed and complete else math.nan,
         "emit_us": {k: _us(v) if k != "n" else v for k, v in spread(emit_ns).items()},
+        "emit_slowest": slowest_call(sent_at, emit_ns, collections),
         "emit_total_ms": _ms(emitted - start),
         "lag_ms": {k: _ms(v) if k != "n" else v for k, v in spread(waited["lags_ns"]).items()},
         "complete_at_first_poll": waited["first_poll_complete"],
@@ -587,6 +591,17 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def slowest_text(run: dict[str, Any]) -> str:
+    """The slowest emit() and how much of it this process's full collections took."""
+    slow = run.get("emit_slowest") or {}
+    if not slow:
+        return "no emit() timed"
+    return (
+        f"slowest emit() {slow['ms']:.1f} ms, of which full garbage collections "
+        f"{slow['full_gc_ms']:.1f} ms ({slow['full_gcs']:.0f} while emitting)"
+    )
+
+
 def counts_table(counts: dict[str, dict[str, int]]) -> str:
     """Node and edge counts per phase's tenant, so the reader sees they wrote the same graph."""
     phases = list(counts)
@@ -756,7 +771,7 @@ def main() -> None:
                 f"{r['phase']}: worker peak RSS MB [{procs}]; complete {r['complete']}/"
                 f"{r['turns']} ({r['complete_at_first_poll']} at the first poll, after all emits); "
                 f"poll cost p50 {r['poll']['cost_ms']['p50']:.1f} ms; "
-                f"transactions retried {r['transactions_retried']}"
+                f"transactions retried {r['transactions_retried']}; {slowest_text(r)}"
             )
     print(
         "\nCPU seconds per phase: Neo4j (by thread: queries, JIT compiler, GC, other), Redis, "
