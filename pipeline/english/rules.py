@@ -71,6 +71,9 @@ _VALUE = re.compile(V, I)
 _TO = re.compile(r"^to\b\s*", I)
 _NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
 _MARKED = re.compile(r"[\d_@A-Z-]")
+# "my wife is freaking out": what a person or pet is doing, not who or what they are.
+_KIN = re.compile(r"\b(?:wife|husband|partner|daughter|son|boss|manager|dog|cat)$", re.IGNORECASE)
+_DOING = re.compile(r"^(?:[a-z]+ing|[A-Z]+ING)\b")
 
 # Each pattern beside its literal prefilter (() for none), looked up once here: hashing a
 # compiled pattern for a dict look-up costs about as much as a short search.
@@ -293,6 +296,8 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
     for m in () if _ruled_out(low, _MY_X_NEEDS) else MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
+            continue
+        if _KIN.search(attr) and _DOING.match(value):
             continue
         if KNOWN_ATTRS.search(attr) or _MARKED.search(value):
             out.append(Candidate("fact", snake(attr), value, "speaker"))

@@ -187,10 +187,18 @@ def test_a_request_is_no_preference(text: str) -> None:
         "I need to cancel my flight that's scheduled for May 22nd from JFK to MCO.",
         "My headphones which are only set for skype chat",
         "My user ID is already provided, aarav_ahmed_6699.",
+        # What a person is doing is not who they are.
+        "my wife is freaking out at me",
+        "EVEN MY WIFE IS TURNING PURPLE",
     ],
 )
 def test_no_fact_from_a_clause_or_a_state(text: str) -> None:
     assert [i for i in extract_memories(turn([(DEVON, text)]), TRAVEL) if i.kind == "fact"] == []
+
+
+def test_a_person_named_is_a_fact() -> None:
+    item = only(extract_memories(turn([(DEVON, "my boss is Sterling Archer")]), TRAVEL))
+    assert (item.predicate, item.value) == ("boss", "Sterling Archer")
 
 
 def test_an_attribute_of_several_words_stays_one() -> None:
