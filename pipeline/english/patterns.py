@@ -9,10 +9,12 @@ from schemas.memory import MemoryKind
 
 I = re.IGNORECASE  # noqa: E741
 
-# A value runs lazily up to punctuation or a word that starts a new clause.
+# A value runs lazily up to punctuation or a word that starts a new clause ("... and the
+# reservation ID is ..." is one too: a subject and its own verb).
 _STOP = (
     r"(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\s-\s|\b(?:but|because|since|though|although|if|unless"
     r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
+    r"|and (?:the|our|his|her|their) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
     r"|as (?:long|well|soon)|which|whenever)\b))"
 )
 V = r"(?P<v>[^,;!?()]+?)" + _STOP

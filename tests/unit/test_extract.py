@@ -196,6 +196,12 @@ def test_no_fact_from_a_clause_or_a_state(text: str) -> None:
     assert [i for i in extract_memories(turn([(DEVON, text)]), TRAVEL) if i.kind == "fact"] == []
 
 
+def test_a_value_ends_where_the_next_clause_starts() -> None:
+    text = "Sure, my user ID is raj_brown_5782 and the reservation ID is VA5SGQ."
+    item = only(extract_memories(turn([(DEVON, text)]), TRAVEL))
+    assert (item.predicate, item.value) == ("user_id", "raj_brown_5782")
+
+
 def test_a_person_named_is_a_fact() -> None:
     item = only(extract_memories(turn([(DEVON, "my boss is Sterling Archer")]), TRAVEL))
     assert (item.predicate, item.value) == ("boss", "Sterling Archer")
