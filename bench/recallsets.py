@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import longconv, taucustomer
 from bench.shared import shared_data_dir
+from bench.syncload import agent_participant
 from pipeline.ingest import ingest_turns
 from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
@@ -134,15 +135,6 @@ def data_root(given: Path | None) -> tuple[Path, str | None]:
         return TESTS_DATA_DIR, f"../shared/data is absent; {slice_note}"
 
 
-def agent(number: int) -> dict[str, Any]:
-    return {
-        "id": f"a-{number}",
-        "kind": "agent",
-        "display_name": f"Agent {number}",
-        "handle": f"agent{number}",
-    }
-
-
 def scene_half(title: str) -> str:
     """The half ("dev" or "test") a scene's questions belong to: the low bit of a hash of its
     title, so the split is fixed, even-ish and blind to the content."""
@@ -174,7 +166,7 @@ def friends_corpus(
         observers = [position % agents]
         if position % 2 and agents > 1:
             observers.append((position + 1) % agents)
-        raw["participants"] = [*raw["participants"], *(agent(n) for n in observers)]
+        raw["participants"] = [*raw["participants"], *(agent_participant(n) for n in observers)]
         events.append(raw)
         said = {m["id"] for m in raw["messages"] if (m["content"] or "").strip()}
         if split != "all" and scene_half(scene["title"]) != split:

@@ -249,7 +249,8 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
         for m in pattern.finditer(s):
             if any(a <= m.start("v") < b for a, b in taken):
                 continue
-            if predicate == "likes" and REQUEST.search(m[0]):
+            # Only the words before the value: "I like people who would love to help" likes.
+            if predicate == "likes" and REQUEST.search(s, m.start(), m.start("v")):
                 continue
             value = clean_value(m["v"])
             value = clean_value(_TO.sub("", value))

@@ -212,9 +212,16 @@ def test_an_attribute_of_several_words_stays_one() -> None:
     assert (item.predicate, item.value) == ("seat_preference", "aisle")
 
 
-def test_a_liking_stays_a_preference() -> None:
-    item = only(extract_memories(turn([(DEVON, "I really like to fly early")]), TRAVEL))
-    assert (item.predicate, item.value) == ("likes", "fly early")
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("I really like to fly early", "fly early"),
+        ("I like hosts who would love to help", "hosts who would love to help"),
+    ],
+)
+def test_a_liking_stays_a_preference(text: str, value: str) -> None:
+    item = only(extract_memories(turn([(DEVON, text)]), TRAVEL))
+    assert (item.predicate, item.value) == ("likes", value)
 
 
 def test_extractor_protocol() -> None:
