@@ -33,6 +33,13 @@ amount, a duration, a count, an identifier: pipeline/english/answers.py), a mess
 scores ANSWER_KIND_BOOST times its context score, so among messages about equally relevant the
 one giving the value leads and its window is shown first.
 
+Clear matches (`lead_clear_match`): the context score helps a question that does not share the
+answer's words and costs some that do, where the neighbours of a weaker match in another
+conversation add up to more than a message that says what was asked in so many words. When one
+message holds most of the question's content words (CLEAR_MATCH_COVERAGE, pipeline/english/
+terms.py) and no other holds as many, the question is a lexical one and that message leads.
+Paraphrased questions rarely have such a message, so they keep the context ranking.
+
 Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
 (facts, commitments, summaries, which cost the evidence they add, at least one) are taken best
 first while they fit; chosen messages that follow each other in their channel are then shown
@@ -45,6 +52,7 @@ conversation.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -68,6 +76,10 @@ SEGMENT_WEIGHT: Final = 0.5
 # quarter, so it leads only among messages about as relevant, never over a clearly better one.
 # Fixed before measuring; 1.5 was tried beside it on the dev sets (docs/benchmarks.md).
 ANSWER_KIND_BOOST: Final = 1.25
+# The share of a question's content words that one message must hold, and no other as much, to
+# lead as the question's clear match. Fixed before measuring; 0.5 and 0.75 were measured beside
+# it on the dev sets (docs/benchmarks.md).
+CLEAR_MATCH_COVERAGE: Final = 0.6
 
 
 def normalise(scores: Mapping[str, float], *, floor: float = 0.0) -> dict[str, float]:
@@ -213,6 +225,24 @@ def prefer_stated(
     for) multiplied by `boost`. Applied to context scores, so it lends nothing to neighbours."""
     raised = set(stating)
     return {key: value * boost if key in raised else value for key, value in scores.items()}
+
+
+def lead_clear_match(
+    scores: Mapping[str, float],
+    coverage: Mapping[str, float],
+    least: float = CLEAR_MATCH_COVERAGE,
+) -> dict[str, float]:
+    """`scores` with the question's clear match raised just above the best of them: the message
+    whose `coverage` (the share of the question's content words it holds) is at least `least`
+    and higher than every other's. Unchanged when there is no such message."""
+    ranked = sorted(
+        ((share, key) for key, share in coverage.items() if key in scores), reverse=True
+    )
+    if not ranked or ranked[0][0] < least or (len(ranked) > 1 and ranked[1][0] == ranked[0][0]):
+        return dict(scores)
+    lead = ranked[0][1]
+    best = max(value for key, value in scores.items() if key != lead) if len(scores) > 1 else 0.0
+    return {**scores, lead: max(scores[lead], math.nextafter(best, math.inf))}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import neo4j
 
 from pipeline.embedder import Embedder
 from pipeline.english.answers import asked_kinds, stated_kinds
+from pipeline.english.terms import content_terms, coverage
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.cypher.search import per_label
@@ -50,6 +51,7 @@ from pipeline.rank import (
     context_scores,
     group,
     label_share,
+    lead_clear_match,
     normalise,
     prefer_stated,
     runs,
@@ -168,7 +170,8 @@ def _answer(
     changed: dict[str, list[Change]],
 ) -> list[RecallItem]:
     """Score messages with their context (each neighbour passing on its `passed` relevance) and
-    the kind of value they state, fill the budget, and show the chosen ones as windows."""
+    the kind of value they state, let a clear lexical match lead, fill the budget, and show the
+    chosen ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
@@ -183,6 +186,10 @@ def _answer(
     scores = prefer_stated(
         context_scores(relevance, stretches, query.neighbours, shared=passed), stating
     )
+    if terms := content_terms(query.query or ""):
+        scores = lead_clear_match(
+            scores, {key: coverage(terms, p.text) for key, p in passages.items()}
+        )
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
         for key, p in passages.items()

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.rank import (
     ANSWER_KIND_BOOST,
+    CLEAR_MATCH_COVERAGE,
     MAX_WINDOW,
     NEIGHBOUR_SHARE,
     Passage,
@@ -18,6 +19,7 @@ from pipeline.rank import (
     context_scores,
     group,
     label_share,
+    lead_clear_match,
     normalise,
     prefer_stated,
     runs,
@@ -252,3 +254,23 @@ def test_cut_pieces_keep_every_message_once_in_order(length: int) -> None:
     pieces = split_run(run, 5)
     assert [u for piece in pieces for u in piece] == run
     assert all(0 < len(piece) <= 5 for piece in pieces)
+
+
+def test_a_clear_match_leads_over_a_message_its_neighbours_lifted() -> None:
+    scores = {"lifted": 2.5, "clear": 1.2, "other": 0.4}
+    led = lead_clear_match(scores, {"lifted": 0.25, "clear": 0.75, "other": 0.0})
+    assert max(led, key=led.__getitem__) == "clear"
+    assert led["lifted"] == 2.5 and led["other"] == 0.4
+
+
+def test_no_clear_match_below_the_share_or_on_a_tie() -> None:
+    scores = {"a": 2.0, "b": 1.0, "c": 0.5}
+    below = CLEAR_MATCH_COVERAGE - 0.01
+    assert lead_clear_match(scores, {"b": below, "a": 0.1}) == scores
+    assert lead_clear_match(scores, {"b": 0.8, "c": 0.8}) == scores
+    assert lead_clear_match(scores, {}) == scores
+
+
+def test_a_clear_match_already_first_keeps_its_score() -> None:
+    scores = {"a": 2.0, "b": 1.0}
+    assert lead_clear_match(scores, {"a": 1.0, "b": 0.5}) == scores

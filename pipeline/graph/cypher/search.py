@@ -9,6 +9,7 @@ import functools
 import re
 from typing import Final
 
+from pipeline.english.terms import ANALYSER_STOP_WORDS, QUESTION_WORDS
 from pipeline.graph.cypher.adjacency import adjacent
 from pipeline.graph.cypher.instant import micros
 from pipeline.graph.model import (
@@ -42,23 +43,6 @@ _OPERATORS = frozenset({"AND", "OR", "NOT", "TO"})
 # Lucene refuses more than 1024 clauses; a question never needs this many words (with one
 # phrase per adjacent pair, the query stays under 2 * MAX_TERMS clauses).
 MAX_TERMS: Final = 64
-# Words that shape a question but say nothing about its answer, beyond the English analyser's
-# own stop words: interrogatives, auxiliaries and personal pronouns. They occur in most
-# messages, so they only add noise to BM25; dropped unless nothing else is left.
-_QUESTION_WORDS_TEXT = """
-what whats who whom whose which when where why how
-do does did done doing is are was were am be been being has have had having
-can could would should shall will may might must
-i me my mine you your yours he him his she her hers it its we us our ours they them their theirs
-"""
-QUESTION_WORDS: Final = frozenset(_QUESTION_WORDS_TEXT.split())
-# The English analyser's stop words (Lucene's EnglishAnalyzer): a phrase holding one would match
-# with a gap where the word was, so no phrase is built from them.
-_ANALYSER_STOP_TEXT = """
-a an and are as at be but by for if in into is it no not of on or such that the their
-then there these they this to was will with
-"""
-_ANALYSER_STOP_WORDS: Final = frozenset(_ANALYSER_STOP_TEXT.split())
 
 
 def _bare(word: str) -> str:
@@ -79,14 +63,14 @@ def lucene_query(text: str | None) -> str | None:
         return None
     words = [w for w in text.split() if any(ch.isalnum() for ch in w)]
     kept = [w for w in words if _bare(w) not in QUESTION_WORDS][:MAX_TERMS]
-    if not {_bare(w) for w in kept} - _ANALYSER_STOP_WORDS:
+    if not {_bare(w) for w in kept} - ANALYSER_STOP_WORDS:
         return None
     terms = [_LUCENE_SPECIAL.sub(r"\\\1", w.lower() if w in _OPERATORS else w) for w in kept]
     # Inside quotes every term keeps its escapes (a quote in a word is \", never the phrase's end).
     phrases = [
         f'"{terms[i]} {terms[i + 1]}"'
         for i in range(len(kept) - 1)
-        if not {_bare(kept[i]), _bare(kept[i + 1])} & _ANALYSER_STOP_WORDS
+        if not {_bare(kept[i]), _bare(kept[i + 1])} & ANALYSER_STOP_WORDS
     ]
     return " ".join(terms + phrases)
 
