@@ -416,3 +416,75 @@ def test_a_paraphrase_finds_the_message_it_means_first(
     found = recall(graph, query, embedder=embedder, dm_policy="never")
     assert found and found[0].kind == "episode" and "p1" in found[0].matched, found
     assert "Devon (@devon) prefers window seat" in facts(found), found
+
+
+def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    ledger: Ledger,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run of messages that each say part of the question lifts its middle by the neighbours'
+    # shares; the one message that says all of it, in a quiet channel, should still lead. The
+    # words are made up, so other tests' messages in the index do not change how they weigh.
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    sale = {"id": "ch-sale", "kind": "group", "title": "Shop"}
+    lost = {"id": "ch-lost", "kind": "group", "title": "Office"}
+    said_in_sale = [
+        "Zorbelle: teal parasol sale!",
+        "Zorbelle: teal parasol stock",
+        "Zorbelle: teal parasol deals",
+        "Zorbelle: teal parasol display",
+        "Zorbelle: teal parasol posters",
+    ]
+    said_in_lost = [
+        "Good morning",
+        "Zorbelle says she will leave the teal parasol at the bakery on Pine Street when she"
+        " walks past it on her way home tonight, so you can pick it up there tomorrow",
+        "Noted",
+    ]
+    producer = Producer(settings)
+    try:
+        emit_and_wait(
+            producer,
+            ledger,
+            [
+                event(
+                    tenant,
+                    "ev-sale",
+                    sale,
+                    [DEVON, TRAVEL],
+                    [
+                        msg(f"s{n}", "user", "u-devon", text, n)
+                        for n, text in enumerate(said_in_sale)
+                    ],
+                ),
+                event(
+                    tenant,
+                    "ev-lost",
+                    lost,
+                    [DEVON, TRAVEL],
+                    [
+                        msg(f"l{n}", "user", "u-devon", text, 10 + n)
+                        for n, text in enumerate(said_in_lost)
+                    ],
+                ),
+            ],
+        )
+    finally:
+        producer.close(timeout=10)
+    with graph.session() as session:
+        session.run("CALL db.awaitIndexes(120)").consume()
+    query = RecallQuery(
+        tenant=tenant, agent_id="a-travel", query="Where did Zorbelle leave the teal parasol?"
+    )
+
+    def first() -> RecallItem:
+        return episodes(recall(graph, query, embedder=None, dm_policy="never"))[0]
+
+    assert "l1" in first().evidence
+    # The same question without clear matches: the sale's run comes first, so the test above
+    # holds because of them.
+    monkeypatch.setattr(search, "lead_clear_match", lambda scores, coverage: dict(scores))
+    assert first().channel_id == "ch-sale"
