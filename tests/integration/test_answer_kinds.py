@@ -8,12 +8,11 @@ import uuid
 
 import pytest
 
-from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallItem, RecallQuery
-from tests.integration.test_spine import DEVON, TRAVEL, emit_and_wait, event, msg
+from tests.integration.test_spine import DEVON, TRAVEL, emit_all, event, msg
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -41,11 +40,7 @@ def loan_tenant(
         )
         for minute, (channel, mid, text) in enumerate((OPENED, SETTLED), start=1)
     ]
-    producer = Producer(settings)
-    try:
-        emit_and_wait(producer, ledger, events)
-    finally:
-        producer.close(timeout=10)
+    emit_all(settings, ledger, events)
     with graph.session() as session:
         session.run("CALL db.awaitIndexes(120)").consume()
     return tenant

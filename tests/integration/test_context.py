@@ -26,7 +26,7 @@ from pipeline.graph.summaries import NewSummary, Position, write_summary
 from schemas.context import Context
 from schemas.keys import channel_key, episode_key, participant_key
 from tests.integration.test_operations import cli
-from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
+from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, emit_and_wait, event, msg
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -318,34 +318,30 @@ def test_a_replaced_value_is_marked_where_it_is_shown(
     seats = {"id": "ch-x", "kind": "group", "title": "Seats"}
     dm = {"id": "dm-devon", "kind": "dm"}
     grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
-    producer = Producer(settings)
-    try:
-        emit_and_wait(
-            producer,
-            ledger,
-            [
-                event(
-                    tenant,
-                    "ev-x",
-                    seats,
-                    [DEVON, SARAH, TRAVEL],
-                    [
-                        msg("x1", "user", "u-devon", "I prefer a window seat", 1),
-                        msg("x2", "user", "u-sarah", "Lisbon it is, then", 2),
-                        msg("x3", "user", "u-devon", "Actually I prefer an aisle seat now", 3),
-                    ],
-                ),
-                event(
-                    tenant,
-                    "ev-y",
-                    dm,
-                    [DEVON, TRAVEL],
-                    [msg("y1", "user", "u-devon", "I prefer a middle seat", 9)],
-                ),
-            ],
-        )
-    finally:
-        producer.close(timeout=10)
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-x",
+                seats,
+                [DEVON, SARAH, TRAVEL],
+                [
+                    msg("x1", "user", "u-devon", "I prefer a window seat", 1),
+                    msg("x2", "user", "u-sarah", "Lisbon it is, then", 2),
+                    msg("x3", "user", "u-devon", "Actually I prefer an aisle seat now", 3),
+                ],
+            ),
+            event(
+                tenant,
+                "ev-y",
+                dm,
+                [DEVON, TRAVEL],
+                [msg("y1", "user", "u-devon", "I prefer a middle seat", 9)],
+            ),
+        ],
+    )
     with graph.session() as session:
         session.run("CALL db.awaitIndexes(120)").consume()
     facts = agent_facts(graph, tenant, "a-travel", include_superseded=True)

@@ -27,7 +27,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-from memsync.producer import Producer
 from memsync.settings import INGEST_QUEUE, Settings
 from pipeline.errors import ConfigurationError, GraphUnavailable
 from pipeline.graph.directory import grant_trust
@@ -36,7 +35,7 @@ from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import verify_fact
 from tests.integration.report import send_task
 from tests.integration.serving import start_serve, wait_healthy
-from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
+from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, event, msg
 from workers.local import services
 from workers.state.deadletter import DeadLetter, DeadLetterStore, letters_for
 from workers.state.ledger import Ledger
@@ -114,11 +113,7 @@ def world(
     token = f"tok-{uuid.uuid4().hex}"
     # Devon owns the agent; in strict mode Sarah must be someone he trusts for the group.
     grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
-    producer = Producer(settings)
-    try:
-        emit_and_wait(producer, ledger, _turns(tenant))
-    finally:
-        producer.close(timeout=10)
+    emit_all(settings, ledger, _turns(tenant))
     # Confirmed through the API (`memsync facts verify`), so the page has all three sources.
     [aisle] = [f for f in agent_facts(graph, tenant, "a-travel") if f.text == SARAH_AISLE]
     assert verify_fact(graph, aisle.key)

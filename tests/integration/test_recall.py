@@ -28,7 +28,16 @@ from pipeline.rank import MAX_WINDOW
 from schemas.keys import episode_key
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_operations import cli
-from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event, msg
+from tests.integration.test_spine import (
+    DEVON,
+    FINANCE,
+    SARAH,
+    TRAVEL,
+    emit_all,
+    emit_and_wait,
+    event,
+    msg,
+)
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -391,13 +400,7 @@ def test_a_paraphrase_finds_the_message_it_means_first(
         for minute, (mid, sender, text) in enumerate(PARAPHRASED, start=1)
     ]
     grant_trust(graph, tenant, "u-devon", "u-sarah", "team")  # strict trust, as in `world`
-    producer = Producer(settings)
-    try:
-        emit_and_wait(
-            producer, ledger, [event(tenant, "ev-p", channel, [DEVON, SARAH, TRAVEL], messages)]
-        )
-    finally:
-        producer.close(timeout=10)
+    emit_all(settings, ledger, [event(tenant, "ev-p", channel, [DEVON, SARAH, TRAVEL], messages)])
     keys = [episode_key(tenant, "ch-p", mid) for mid, _, _ in PARAPHRASED]
     deadline = time.monotonic() + 120
     while pending_for_episodes(graph, keys) and time.monotonic() < deadline:
@@ -444,36 +447,29 @@ def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
         " walks past it on her way home tonight, so you can pick it up there tomorrow",
         "Noted",
     ]
-    producer = Producer(settings)
-    try:
-        emit_and_wait(
-            producer,
-            ledger,
-            [
-                event(
-                    tenant,
-                    "ev-sale",
-                    sale,
-                    [DEVON, TRAVEL],
-                    [
-                        msg(f"s{n}", "user", "u-devon", text, n)
-                        for n, text in enumerate(said_in_sale)
-                    ],
-                ),
-                event(
-                    tenant,
-                    "ev-lost",
-                    lost,
-                    [DEVON, TRAVEL],
-                    [
-                        msg(f"l{n}", "user", "u-devon", text, 10 + n)
-                        for n, text in enumerate(said_in_lost)
-                    ],
-                ),
-            ],
-        )
-    finally:
-        producer.close(timeout=10)
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-sale",
+                sale,
+                [DEVON, TRAVEL],
+                [msg(f"s{n}", "user", "u-devon", text, n) for n, text in enumerate(said_in_sale)],
+            ),
+            event(
+                tenant,
+                "ev-lost",
+                lost,
+                [DEVON, TRAVEL],
+                [
+                    msg(f"l{n}", "user", "u-devon", text, 10 + n)
+                    for n, text in enumerate(said_in_lost)
+                ],
+            ),
+        ],
+    )
     with graph.session() as session:
         session.run("CALL db.awaitIndexes(120)").consume()
     query = RecallQuery(

@@ -10,14 +10,20 @@ from typing import Any
 
 import pytest
 
-from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.schema import backfill
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallItem, RecallQuery
-from tests.integration.test_spine import DEVON, FINANCE, SARAH, TRAVEL, emit_and_wait, event
+from tests.integration.test_spine import (
+    DEVON,
+    FINANCE,
+    SARAH,
+    TRAVEL,
+    emit_all,
+    event,
+)
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -64,11 +70,7 @@ def tenant(
     name = f"s{uuid.uuid4().hex[:12]}"
     grant_trust(graph, name, "u-devon", "u-sarah", "team")
     grant_trust(graph, name, "a-finance", "u-devon", "connected")
-    producer = Producer(settings)
-    try:
-        emit_and_wait(producer, ledger, events(name))
-    finally:
-        producer.close(timeout=10)
+    emit_all(settings, ledger, events(name))
     with graph.session() as session:
         session.run("CALL db.awaitIndexes(120)").consume()
     yield name

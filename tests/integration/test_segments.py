@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from memsync.producer import Producer
 from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
 from pipeline.graph.cypher.segment import LAST_SEGMENT
@@ -30,7 +29,7 @@ from pipeline.validate import validate_event
 from schemas.keys import channel_key, episode_key, participant_key, scope_token
 from schemas.recall import RecallQuery
 from tests.integration.test_forget import run
-from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_and_wait, event, msg
+from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, event, msg
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -91,11 +90,7 @@ def test_the_fold_check_cuts_segments_and_they_follow_the_channel(
     ]
     # Strict trust: Devon (the Travel Agent's owner) vouches for Sarah.
     grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
-    producer = Producer(settings)
-    try:
-        emit_and_wait(producer, ledger, events)
-    finally:
-        producer.close(timeout=10)
+    emit_all(settings, ledger, events)
     wait_for(
         lambda: sum(s["covers"] for s in segments(graph, tenant)) == len(messages),
         "the worker to segment every message",

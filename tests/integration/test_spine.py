@@ -149,6 +149,15 @@ def emit_and_wait(producer: Producer, ledger: Ledger, events: list[Any]) -> None
     assert all(s.state == "accepted" for s in statuses), statuses
 
 
+def emit_all(settings: Settings, ledger: Ledger, events: list[Any]) -> None:
+    """emit_and_wait through a producer of its own, closed afterwards."""
+    producer = Producer(settings)
+    try:
+        emit_and_wait(producer, ledger, events)
+    finally:
+        producer.close(timeout=10)
+
+
 EXPECTED_EPISODES = {
     # id: (speaker id, speaker label, channel id, observers)
     "g2": ("u-devon", "Devon (@devon)", "ch-group", ["a-finance", "a-travel"]),
