@@ -381,8 +381,15 @@ MY_X = _p(
     # The attribute ends before a relative clause: "my flight that's scheduled for ..." says
     # nothing of a "flight that".
     rf"\bmy (?P<x>[a-z][\w'-]*(?: (?!(?:that|which|who)\b)[a-z][\w'-]*){{0,3}}?)"
-    rf"(?: is|'s| are|:| =|, it's| - it's) {V}",
+    rf"(?P<sep> is|'s| are|:| =|, it's| - it's) {V}",
     needs=("my ",),
+)
+# What may come before "my" when "my X's" opens its clause ("Oh, my wife's a nurse"); after
+# anything else it is a possessive ("I love my wife's brownies"), not "is".
+CLAUSE_OPENING = re.compile(
+    r"^(?:[\s,;:.!?-]*(?:and|but|so|because|since|also|well|oh|ok|okay|yes|yeah|no|actually|"
+    r"btw|plus|then|now|anyway|fyi|hi|hey)\b)*[\s,;:.!?-]*$",
+    I,
 )
 KNOWN_ATTRS = re.compile(
     r"favou?rite|email|phone|number|birthday|timezone|time zone|address|budget|rate|limit|title|"

@@ -15,6 +15,7 @@ from pipeline.english.patterns import (
     BARE_DONE,
     CANCEL,
     CANCEL_X,
+    CLAUSE_OPENING,
     CLOSE,
     COMMIT,
     DEAL,
@@ -299,6 +300,8 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
             continue
         if _KIN.search(attr) and _DOING.match(value):
+            continue
+        if m["sep"] == "'s" and not CLAUSE_OPENING.match(s, 0, m.start()):
             continue
         if KNOWN_ATTRS.search(attr) or _MARKED.search(value):
             out.append(Candidate("fact", snake(attr), value, "speaker"))

@@ -190,6 +190,8 @@ def test_a_request_is_no_preference(text: str) -> None:
         # What a person is doing is not who they are.
         "my wife is freaking out at me",
         "EVEN MY WIFE IS TURNING PURPLE",
+        # After a verb, "my wife's" owns what follows; it does not say what she is.
+        "I love my wife's home made brownies",
     ],
 )
 def test_no_fact_from_a_clause_or_a_state(text: str) -> None:
@@ -200,6 +202,12 @@ def test_a_value_ends_where_the_next_clause_starts() -> None:
     text = "Sure, my user ID is raj_brown_5782 and the reservation ID is VA5SGQ."
     item = only(extract_memories(turn([(DEVON, text)]), TRAVEL))
     assert (item.predicate, item.value) == ("user_id", "raj_brown_5782")
+
+
+@pytest.mark.parametrize("text", ["My wife's a nurse", "Oh, my wife's a nurse"])
+def test_a_clause_opening_with_my_x_s_says_what_x_is(text: str) -> None:
+    item = only(extract_memories(turn([(DEVON, text)]), TRAVEL))
+    assert (item.predicate, item.value) == ("wife", "nurse")
 
 
 def test_a_person_named_is_a_fact() -> None:
