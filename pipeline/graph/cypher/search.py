@@ -67,6 +67,8 @@ def lucene_query(text: str | None) -> str | None:
         return None
     terms = [_LUCENE_SPECIAL.sub(r"\\\1", w.lower() if w in _OPERATORS else w) for w in kept]
     # Inside quotes every term keeps its escapes (a quote in a word is \", never the phrase's end).
+    # A phrase holding one of the analyser's stop words would match with a gap where the word
+    # was, so none is built from them.
     phrases = [
         f'"{terms[i]} {terms[i + 1]}"'
         for i in range(len(kept) - 1)
