@@ -28,6 +28,7 @@ a an and are as at be but by for if in into is it no not of on or such that the 
 then there these they this to was will with
 """
 ANALYSER_STOP_WORDS: Final = frozenset(_ANALYSER_STOP_TEXT.split())
+_UNASKED: Final = QUESTION_WORDS | ANALYSER_STOP_WORDS
 
 _WORD: Final = re.compile(r"[a-z0-9]+")
 # Endings stripped so that "waiting" meets "wait" and "flights" meets "flight"; a stem keeps
@@ -47,9 +48,7 @@ def _words(text: str) -> set[str]:
         _stem(word)
         for word in _WORD.findall(text.lower())
         # A lone letter is what an apostrophe leaves ("Ross's", "don't"), not a word.
-        if (len(word) > 1 or word.isdigit())
-        and word not in QUESTION_WORDS
-        and word not in ANALYSER_STOP_WORDS
+        if (len(word) > 1 or word.isdigit()) and word not in _UNASKED
     }
 
 
@@ -66,9 +65,7 @@ def coverage(terms: frozenset[str], text: str) -> float:
     # Only words that open with a term can stem to one: one scan in C finds them, so a recall
     # pays a fraction of a millisecond for its hundred-odd candidate messages.
     held = {
-        _stem(word)
-        for word in _opening_with(terms).findall(text.lower())
-        if word not in QUESTION_WORDS and word not in ANALYSER_STOP_WORDS
+        _stem(word) for word in _opening_with(terms).findall(text.lower()) if word not in _UNASKED
     }
     return len(terms & held) / len(terms)
 
