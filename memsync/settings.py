@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     # is older than this many seconds (by message time) gets no memory of the channel's turns
     # until it speaks again; each skip is counted (fanout.idle) and audited. Off by default.
     sync_idle_seconds: float | None = Field(default=None, gt=0)
+    # A worker that takes both ingest and sync tasks writes an ingest batch's memories in the
+    # ingest task itself instead of sending them on as a sync task (which is still sent if that
+    # write fails); a worker on the ingest queue alone always sends them on.
+    sync_in_ingest: bool = True
     # A turn unsettled this long after it was sent is sent again (see workers/worker/reconcile.py).
     reconcile_after: int = Field(default=4000, ge=5)
     reconcile_interval: int = Field(default=60, ge=1)

@@ -1,4 +1,5 @@
-"""One bad turn never takes others down: a sync batch that fails for one turn writes the rest.
+"""One bad turn never takes others down: a sync batch that fails for one turn writes the rest,
+whether the ingest task tried to write it first or not.
 
 The fault is one validation cannot see: the extraction endpoint refuses one turn's request
 (HTTP 400, as a content filter does). The worker runs the `llm` extractor against a local
@@ -102,6 +103,10 @@ def test_one_refused_turn_is_dead_lettered_alone(
     assert [(x.event_id, x.stage, x.error_type) for x in letters] == [
         (poisoned, "sync", "LLMRejected")
     ]
+    # The ingest task tried the batch's write itself, failed on the culprit and sent the batch
+    # on as a sync task, which isolated it.
+    stats = Ledger(client).stats()
+    assert (stats.get("sync.in_ingest"), stats.get("sync.in_ingest_sent_on")) == (None, 1), stats
     # Every other turn's episode is in the bot's memory; the poisoned one is not.
     assert tenant_counts(graph, tenant)["observed"] == TURNS - 1
     client.close()

@@ -1,7 +1,8 @@
 """A real `memsync worker` seen from outside: its /metrics scraped under load (the pool
 children's counts, summed), /readyz turning 503 while Neo4j is cut off and back to 200, JSON
 log lines that carry the turn's identifiers but never what was said, and one OpenTelemetry
-trace from the producer's publish through the tasks to the graph write, received over OTLP.
+trace from the producer's publish through the tasks to the graph write, received over OTLP (in
+the ingest task, or across a sync task where ingest sends its batch on).
 
 The worker has a Redis of this module's own, so it alone consumes the turns emitted here, and
 reaches the session's Neo4j through a proxy the tests can cut.
@@ -226,10 +227,13 @@ def test_metrics_sum_the_pool_children_under_load(observed: ObservedWorker, tena
     assert seen[f'memsync_events_total{{outcome="accepted",tenant="{tenant}"}}'] == TURNS
     assert seen[f'memsync_sync_jobs_total{{tenant="{tenant}"}}'] == TURNS
     assert seen[f'memsync_emit_to_written_seconds_count{{tenant="{tenant}"}}'] >= 1
-    for stage in ("validate", "lookup", "plan", "account", "fan_out", "extract", "write"):
+    for stage in ("validate", "lookup", "plan", "account", "extract", "write"):
         assert seen[f'memsync_stage_seconds_count{{stage="{stage}"}}'] >= 1, stage
     assert seen['memsync_task_seconds_count{task="ingest"}'] >= 1
-    assert seen['memsync_queue_wait_seconds_count{queue="memsync.sync"}'] >= 1
+    assert seen['memsync_queue_wait_seconds_count{queue="memsync.ingest"}'] >= 1
+    # The worker takes both queues, so each ingest task wrote its batch itself.
+    assert seen['memsync_sync_in_ingest_total{outcome="written"}'] >= 1
+    assert seen.get('memsync_sync_in_ingest_total{outcome="sent_on"}', 0) == 0
     assert seen['memsync_trust_decisions_total{reason="trusted",trusted="true"}'] >= TURNS
     # Read from Redis at scrape time.
     assert seen["memsync_broker_up"] == 1
@@ -280,17 +284,29 @@ def test_json_logs_name_the_turn_never_its_text(observed: ObservedWorker, tenant
     assert observed.samples()['memsync_dead_letters_total{kind="permanent",task="ingest"}'] >= 1
 
 
-def test_one_trace_runs_from_the_publish_to_the_write(
-    observed: ObservedWorker, collector: Collector, tenant: str
-) -> None:
-    # The platform's side: its own tracer provider (an application sets one; memsync only uses
-    # the API). The worker's pool children export theirs over OTLP to `collector`.
+@pytest.fixture(scope="module")
+def platform_spans() -> InMemorySpanExporter:
+    """The platform's side: its own tracer provider (an application sets one; memsync only uses
+    the API), set once: OpenTelemetry refuses to replace it."""
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
     assert trace.get_tracer_provider() is provider, "another test set a tracer provider first"
-    producer = Producer(observed.settings)
+    return spans
+
+
+def _traced_turn(
+    own: Settings,
+    spans: InMemorySpanExporter,
+    collector: Collector,
+    tenant: str,
+    expected: set[str],
+) -> tuple[dict[str, Any], str]:
+    """Emit one turn; the worker's spans of its trace (the worker's pool children export them
+    over OTLP to `collector`), once all of `expected` arrived, and the publish span's id."""
+    spans.clear()
+    producer = Producer(own)
     try:
         producer.emit(_event(tenant, 1))
         assert producer.flush(30)
@@ -299,10 +315,49 @@ def test_one_trace_runs_from_the_publish_to_the_write(
     (publish,) = [s for s in spans.get_finished_spans() if s.name == "memsync.publish"]
     assert publish.context is not None
     trace_id = f"{publish.context.trace_id:032x}"
-    expected = {"memsync.ingest", "validate", "plan", "fan_out", "memsync.sync", "extract", "write"}
     wait_for(lambda: expected <= set(collector.of_trace(trace_id)), "the worker's spans")
-    found = collector.of_trace(trace_id)
+    return collector.of_trace(trace_id), f"{publish.context.span_id:016x}"
+
+
+def test_one_trace_runs_from_the_publish_to_the_write(
+    observed: ObservedWorker,
+    platform_spans: InMemorySpanExporter,
+    collector: Collector,
+    tenant: str,
+) -> None:
+    expected = {"memsync.ingest", "validate", "plan", "extract", "write"}
+    found, publish = _traced_turn(observed.settings, platform_spans, collector, tenant, expected)
+    # The parent link crosses the broker: publish -> ingest -> write (in the ingest task).
+    assert found["memsync.ingest"][1] == publish
+    assert found["write"][1] == found["memsync.ingest"][0]
+    assert "memsync.sync" not in found
+
+
+def test_the_trace_crosses_to_a_sync_task(
+    observed: ObservedWorker,
+    platform_spans: InMemorySpanExporter,
+    collector: Collector,
+    tenant: str,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """Where ingest sends its batch on (here: writing in ingest turned off), the sync task's
+    spans join the same trace."""
+    own = observed.settings.model_copy(
+        update={"broker_url": redis_url.rsplit("/", 1)[0] + "/8", "sync_in_ingest": False}
+    )
+    env = {
+        **worker_env(own),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    worker = services.start_worker(env, tmp_path / "sent-on.log", name="sent-on")
+    try:
+        expected = {"memsync.ingest", "fan_out", "memsync.sync", "extract", "write"}
+        found, publish = _traced_turn(own, platform_spans, collector, tenant, expected)
+    finally:
+        worker.stop()
     # Parent links cross the broker twice: publish -> ingest -> sync -> write.
-    assert found["memsync.ingest"][1] == f"{publish.context.span_id:016x}"
+    assert found["memsync.ingest"][1] == publish
     assert found["memsync.sync"][1] == found["memsync.ingest"][0]
     assert found["write"][1] == found["memsync.sync"][0]

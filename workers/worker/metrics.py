@@ -37,6 +37,11 @@ TRUST = Counter(
     ["reason", "trusted"],
 )
 SYNCED = Counter("memsync_sync_jobs_total", "Agents' memories of turns written", ["tenant"])
+IN_INGEST = Counter(
+    "memsync_sync_in_ingest_total",
+    "Ingest batches whose jobs were written in the ingest task, or sent on after that failed",
+    ["outcome"],
+)
 MEMORIES = Counter("memsync_memories_total", "Distilled memories written, by kind", ["kind"])
 STAGE_SECONDS = Histogram(
     "memsync_stage_seconds", "Time spent in each stage of a task", ["stage"], buckets=STAGE_BUCKETS

@@ -1,4 +1,5 @@
-"""The two tasks: ingest runs stages 1-4 and fans out; sync writes the agents' memory."""
+"""The two tasks: ingest runs stages 1-4 and fans out; sync writes the agents' memory (which
+ingest does itself where its worker takes sync tasks too)."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ class SyncTask(MemsyncTask):
     retry_jitter=True,
 )
 def ingest(self: IngestTask, events: Any) -> dict[str, int]:
-    """Validate, filter, resolve, check trust and send one sync task per agent."""
+    """Validate, filter, resolve and check trust, then write every agent's memory of the batch
+    here or send it on as one sync task (`_write_in_place`)."""
     with _stage("validate"):
         good, bad = partition_events(events)
     for raw, invalid in bad:
@@ -128,27 +130,19 @@ def ingest(self: IngestTask, events: Any) -> dict[str, int]:
         briefly(runtime.ledger().accept, outcome.accounts)
         if recent is not None:
             briefly(recent.record, outcome.spoke)
+    written_here: bool | None = None
     if outcome.jobs:
-        # Every agent's job of the batch travels in one sync task, so the turns' shared part
-        # (speakers, channel, messages) is written once, not once per agent; each job is still
-        # its own unit for the ledger, isolation and dead letters.
-        headers = {**sent_now(), **runtime.tracing().headers()}
         emitted_at = getattr(self.request, SENT_AT_HEADER, None)
-        if isinstance(emitted_at, str):
-            headers[EMITTED_AT_HEADER] = emitted_at
-        with _stage("fan_out"):
-            payload = [turn.model_dump(mode="json") for turn in group_jobs(outcome.jobs)]
-            sync.apply_async(  # type: ignore[call-arg]  # Celery documents argsrepr; stubs lag
-                args=(payload,),
-                queue=SYNC_QUEUE,
-                headers=headers,
-                # Flower and the worker log show this, never the conversation itself.
-                argsrepr=payload_repr(payload),
-            )
+        emitted_at = emitted_at if isinstance(emitted_at, str) else None
+        written_here = _write_in_place(self, outcome.jobs, emitted_at)
+        if written_here is not True:
+            _send_sync(outcome.jobs, emitted_at)
     _observe_ingest(outcome, bad)
     counts = outcome.counts()
     counts["events.invalid"] += len(bad)
     counts["events.isolated_failures"] += len(isolated.failed)
+    if written_here is not None:
+        counts["sync.in_ingest" if written_here else "sync.in_ingest_sent_on"] += 1
     briefly(runtime.ledger().count, counts)
     written = [raw for group in isolated.written for raw, _ in group]
     briefly(runtime.deadletters().resolve, "ingest", written)
@@ -185,60 +179,126 @@ def sync(self: SyncTask, jobs: Any) -> dict[str, int]:
             first = exc.errors(include_url=False)[0]
             field = ".".join(str(part) for part in first["loc"])
             self.dead_letter([raw], PoisonPayload(f"invalid sync job: {field}: {first['msg']}"))
-    counts: Counter[str] = Counter()
-    refusals: list[tuple[str, str, str, str]] = []
+    tally = _Tally()
+    outcome = bisect(parsed, tally.write)
+    for (raw, job), error in outcome.failed:
+        self.dead_letter([raw if raw is not None else job.model_dump(mode="json")], error)
+    written = [pair for group in outcome.written for pair in group]
+    if outcome.failed:
+        tally.counts["sync.isolated_failures"] += len(outcome.failed)
+    # A turn item is resolved as a whole too: an older worker that refused it filed it so.
+    # Its jobs that failed here were just filed one agent at a time.
+    resolved = [_identity(raw, job) for raw, job in written] + turn_items
+    _settle(
+        self.app,
+        [job for _, job in written],
+        tally,
+        getattr(self.request, EMITTED_AT_HEADER, None),
+        resolved,
+    )
+    failed = len(outcome.failed)
+    return {"jobs": len(written), "observed": tally.counts["sync.observed"], "failed": failed}
 
-    def write(group: list[tuple[Any, SyncJob]]) -> None:
+
+class _Tally:
+    """Writes batches of sync jobs and keeps what the ledger and metrics are told after."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.refusals: list[tuple[str, str, str, str]] = []
+
+    def write(self, group: list[tuple[Any, SyncJob]]) -> None:
+        """Extract and write one batch (one transaction); raises if any of it fails."""
         batch_jobs = [job for _, job in group]
         with _stage("extract"):
             memories = memorize(batch_jobs, runtime.extractor(), runtime.lenses())
         with _stage("write"):
             batch = write_sync_jobs(runtime.graph(), batch_jobs, memories)
         tenants = {job.event_id: job.tenant for job in batch_jobs}
-        refusals.extend(
+        self.refusals.extend(
             (tenants[event_id], event_id, f"{agent_key} {episode_key}", "message_id_reuse")
             for event_id, agent_key, episode_key in batch.conflicts
         )
-        refusals.extend(
+        self.refusals.extend(
             (tenants[event_id], event_id, agent_key, "owner_mismatch")
             for event_id, agent_key in batch.owner_conflicts
         )
-        counts["sync.observed"] += len(batch.observed)
-        counts["sync.jobs_written"] += len(batch_jobs)
+        self.counts["sync.observed"] += len(batch.observed)
+        self.counts["sync.jobs_written"] += len(batch_jobs)
         for _, item in memories:
-            counts[f"memory.{item.kind}"] += 1
+            self.counts[f"memory.{item.kind}"] += 1
             metrics.MEMORIES.labels(item.kind).inc()
 
-    outcome = bisect(parsed, write)
-    for (raw, job), error in outcome.failed:
-        self.dead_letter([raw if raw is not None else job.model_dump(mode="json")], error)
-    written = [pair for group in outcome.written for pair in group]
+
+def _settle(
+    celery_app: Any, written: list[SyncJob], tally: _Tally, emitted_at: object, resolved: list[Any]
+) -> None:
+    """After a write: refusals audited, turns marked written, counts kept, letters resolved,
+    embedding and folding asked for."""
     ledger = runtime.ledger()
     # Audited before the turns are marked written, so whoever waits on them sees the refusals.
-    briefly(ledger.refuse, refusals)
-    briefly(ledger.mark_synced, [job for _, job in written])
-    metrics.observe_written(
-        [job for _, job in written],
-        metrics.header_time(getattr(self.request, EMITTED_AT_HEADER, None)),
-        runtime.tenant_labels(),
-    )
-    if outcome.failed:
-        counts["sync.isolated_failures"] += len(outcome.failed)
-    briefly(ledger.count, dict(counts))
-    # A turn item is resolved as a whole too: an older worker that refused it filed it so.
-    # Its jobs that failed here were just filed one agent at a time.
-    resolved = [_identity(raw, job) for raw, job in written] + turn_items
+    briefly(ledger.refuse, tally.refusals)
+    briefly(ledger.mark_synced, written)
+    metrics.observe_written(written, metrics.header_time(emitted_at), runtime.tenant_labels())
+    briefly(ledger.count, dict(tally.counts))
     briefly(runtime.deadletters().resolve, "sync", resolved)
     if written:
         # New episodes and memories wait for vectors (workers/worker/embedding.py).
-        kick_quietly(self.app)
+        kick_quietly(celery_app)
         # Their channels' summaries may be due a fold and their segments new messages
         # (workers/worker/folding.py); never waited on.
         request_folds_quietly(
-            self.app, [(job.tenant, job.agent.key, job.channel.key) for _, job in written]
+            celery_app, [(job.tenant, job.agent.key, job.channel.key) for job in written]
         )
-    failed = len(outcome.failed)
-    return {"jobs": len(written), "observed": counts["sync.observed"], "failed": failed}
+
+
+def _write_in_place(task: IngestTask, jobs: list[SyncJob], emitted_at: str | None) -> bool | None:
+    """Write an ingest batch's jobs in the ingest task itself, when this worker takes sync
+    tasks too (MEMSYNC_SYNC_IN_INGEST): the hop through the broker (dump, publish, receive,
+    decode, validate again) cost a fifth of the workers' CPU. False when not done: the jobs
+    then go as a sync task, whose retries, isolation and dead letters are the one way a failed
+    write is handled; whatever this attempt wrote is merged again there, changing nothing.
+    None when not tried."""
+    if not runtime.settings().sync_in_ingest:
+        return None
+    if SYNC_QUEUE not in task.app.amqp.queues.consume_from:
+        return None
+    tally = _Tally()
+    try:
+        tally.write([(None, job) for job in jobs])
+        turns = {(job.tenant, job.event_id) for job in jobs}
+        resolved = [_identity(None, job) for job in jobs] + [
+            {"tenant": tenant, "event_id": event_id} for tenant, event_id in sorted(turns)
+        ]
+        _settle(task.app, jobs, tally, emitted_at, resolved)
+    except Exception as exc:  # every failure takes the sync task's path
+        log.warning(
+            "writing %d jobs in ingest failed (%s); sending them as a sync task",
+            len(jobs),
+            type(exc).__name__,
+        )
+        metrics.IN_INGEST.labels("sent_on").inc()
+        return False
+    metrics.IN_INGEST.labels("written").inc()
+    return True
+
+
+def _send_sync(jobs: list[SyncJob], emitted_at: str | None) -> None:
+    """Every agent's job of the batch in one sync task, so the turns' shared part (speakers,
+    channel, messages) is written once, not once per agent; each job is still its own unit for
+    the ledger, isolation and dead letters."""
+    headers = {**sent_now(), **runtime.tracing().headers()}
+    if emitted_at is not None:
+        headers[EMITTED_AT_HEADER] = emitted_at
+    with _stage("fan_out"):
+        payload = [turn.model_dump(mode="json") for turn in group_jobs(jobs)]
+        sync.apply_async(  # type: ignore[call-arg]  # Celery documents argsrepr; stubs lag
+            args=(payload,),
+            queue=SYNC_QUEUE,
+            headers=headers,
+            # Flower and the worker log show this, never the conversation itself.
+            argsrepr=payload_repr(payload),
+        )
 
 
 def _identity(raw: Any, job: SyncJob) -> Any:
