@@ -123,14 +123,33 @@ class Ledger:
         agents: dict[tuple[str, str], list[str]] = {}
         for job in jobs:
             agents.setdefault((job.tenant, job.event_id), []).append(job.agent.key)
+        # Each turn's state is read back in the same round trip, after its marks (a pipeline
+        # runs in order), to settle the turns now finished.
         pipe = self.client.pipeline(transaction=False)
         for (tenant, event_id), keys_of_agents in agents.items():
             synced = keys.turn_synced(tenant, event_id)
+            dead = keys.turn_dead(tenant, event_id)
             pipe.sadd(synced, *keys_of_agents)
-            pipe.srem(keys.turn_dead(tenant, event_id), *keys_of_agents)
+            pipe.srem(dead, *keys_of_agents)
             pipe.expire(synced, TURN_TTL_SECONDS)
-        pipe.execute()
-        self.settle(list(agents))
+            pipe.hmget(keys.turn(tenant, event_id), "state", "expected")
+            pipe.scard(synced)
+            pipe.scard(dead)
+        replies = pipe.execute()
+        done = []
+        for index, (tenant, event_id) in enumerate(agents):
+            (state, expected), synced_count, dead_count = replies[6 * index + 3 : 6 * index + 6]
+            status = TurnStatus(
+                tenant=tenant,
+                event_id=event_id,
+                state=state.decode() if state is not None else "pending",
+                expected=int(expected or 0),
+                synced=int(synced_count),
+                dead=int(dead_count),
+            )
+            if status.finished:
+                done.append(keys.turn_ref(tenant, event_id))
+        InFlight(self.client).untrack(done)
 
     @redis_errors
     def mark_dead(self, tenant: str, event_id: str, agent_key: str) -> None:
