@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from celery import Celery
 from pydantic import ValidationError
 
 from memsync.inflight import EMITTED_AT_HEADER, SENT_AT_HEADER, sent_now
@@ -231,7 +232,11 @@ class _Tally:
 
 
 def _settle(
-    celery_app: Any, written: list[SyncJob], tally: _Tally, emitted_at: object, resolved: list[Any]
+    celery_app: Celery,
+    written: list[SyncJob],
+    tally: _Tally,
+    emitted_at: object,
+    resolved: list[Any],
 ) -> None:
     """After a write: refusals audited, turns marked written, counts kept, letters resolved,
     embedding and folding asked for."""
