@@ -249,6 +249,9 @@ def run_pipeline(
                     queues=queues,
                 )
             )
+        # What the workers spent starting (imports, connections, forking the pool), kept apart
+        # so the per-turn CPU below counts the work alone.
+        startup_cpu = _workers_cpu(workers)
         producer = Producer(settings)
         emit_ns: list[int] = []
         sent_at: list[int] = []
@@ -277,11 +280,7 @@ def run_pipeline(
             sampler.halt()
         waited = _wait_written(bench, tenant, load, sent_at, timeout, sampler.seen)
         # CPU since each worker started (its start-up included), pool processes too.
-        worker_cpu = sum(
-            threadcpu.process_seconds(row["pid"])
-            for w in workers
-            for row in tree_peaks(w.process.pid)
-        )
+        worker_cpu = _workers_cpu(workers)
         peaks = [row for w in workers for row in tree_peaks(w.process.pid)]
         producer_peak = own_peak_mb()
         service_peak = service_peaks(bench)
@@ -319,12 +318,20 @@ def run_pipeline(
         },
         "transactions_retried": retried,
         "workers_cpu_s": round(worker_cpu, 2),
+        "workers_startup_cpu_s": round(startup_cpu, 2),
         "worker_peak_rss_mb": peaks,
         "peak_rss_mb": max((r["peak_rss_mb"] for r in peaks), default=math.nan),
         "workers_rss_sum_mb": sum(r["peak_rss_mb"] for r in peaks),
         "bench_peak_rss_mb": producer_peak,
         "service_peak_rss_mb": service_peak,
     }
+
+
+def _workers_cpu(workers: Sequence[services.Service]) -> float:
+    """CPU seconds the worker processes and their pool processes have used so far."""
+    return sum(
+        threadcpu.process_seconds(row["pid"]) for w in workers for row in tree_peaks(w.process.pid)
+    )
 
 
 def sampled_indexes(count: int) -> list[int]:
@@ -591,6 +598,42 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cpu_budget(results: list[dict[str, Any]], cores: int) -> list[str]:
+    """Each pipeline phase's CPU a turn by process, against what `cores` give a turn at half
+    the ceiling measured in the same run: the share the workers would have there, and the
+    ceiling's own Python (validating, planning and packing its rows) for scale."""
+    ceiling = next((r for r in results if r["kind"] == "ceiling"), None)
+    lines: list[str] = []
+    for r in results:
+        if r["kind"] != "pipeline" or not r["complete"]:
+            continue
+        per = 1000 / r["complete"]
+        workers = (r["workers_cpu_s"] - r["workers_startup_cpu_s"]) * per
+        neo4j, redis, bench = (
+            r["neo4j_cpu_s"]["total"] * per,
+            r["redis_cpu_s"] * per,
+            r["bench_cpu_s"] * per,
+        )
+        text = (
+            f"{r['phase']:<15} ms of CPU a turn: workers {workers:.2f} (start-up "
+            f"{r['workers_startup_cpu_s']:.1f} s left out), neo4j {neo4j:.2f}, redis {redis:.2f}, "
+            f"producer {bench:.2f}; total {workers + neo4j + redis + bench:.2f}"
+        )
+        if ceiling is not None and ceiling["turns_per_s"] > 0:
+            half = ceiling["turns_per_s"] / 2
+            budget = cores * 1000 / half
+            left = budget - neo4j - redis - bench
+            own = ceiling["bench_cpu_s"] * 1000 / ceiling["turns"]
+            text += (
+                f"\n{'':<15} at half the ceiling ({half:.0f} turns/s) {cores} cores give "
+                f"{budget:.2f} ms a turn; with Neo4j, Redis and the producer as here the workers "
+                f"would have {left:.2f} ms; the ceiling's Python took {own:.2f} ms a turn to "
+                "validate, plan and send the same rows (only the sending is in its timed window)"
+            )
+        lines.append(text)
+    return lines
+
+
 def slowest_text(run: dict[str, Any]) -> str:
     """The slowest emit() and how much of it this process's full collections took."""
     slow = run.get("emit_slowest") or {}
@@ -786,6 +829,10 @@ def main() -> None:
             f"compiler {c['compiler']:5.1f}, gc {c['gc']:4.1f}, other {c['other']:4.1f})  "
             f"redis {r['redis_cpu_s']:5.1f}  workers {workers}  bench {r['bench_cpu_s']:6.1f}"
         )
+    budget = cpu_budget(results, os.cpu_count() or 1)
+    if budget:
+        print("\nCPU a turn, start-up left out, and the budget half the ceiling leaves:")
+        print("\n".join(budget))
     print()
     print(table(results))
     print(

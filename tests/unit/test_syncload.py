@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from bench.syncload import jsonable, percentile, retenant, workload
-from bench.syncpath import ceiling_batches, table, tree_peaks
+from bench.syncpath import ceiling_batches, cpu_budget, table, tree_peaks
 from pipeline.graph.writer import plan_batch
 from pipeline.ingest import ingest_turns
 from pipeline.trust import DirectoryTrustPolicy
@@ -128,3 +128,18 @@ def test_report_helpers() -> None:
     ]  # fmt: skip
     text = table(results)
     assert "10.0%" in text and "1.00x" in text and "10.00x" in text
+
+
+def test_cpu_budget_leaves_out_start_up_and_sets_the_rest_against_half_the_ceiling() -> None:
+    results = [
+        {"kind": "ceiling", "turns": 1000, "turns_per_s": 2000.0, "bench_cpu_s": 0.5},
+        {"phase": "pipeline P=2", "kind": "pipeline", "complete": 1000,
+         "workers_cpu_s": 3.5, "workers_startup_cpu_s": 2.0, "redis_cpu_s": 0.1,
+         "bench_cpu_s": 0.2, "neo4j_cpu_s": {"total": 0.7}},
+    ]  # fmt: skip
+    (text,) = cpu_budget(results, cores=2)
+    # 1.5 s of work over 1,000 turns; half the ceiling is 1,000 turns/s, 2 ms of 2 cores a turn.
+    assert "workers 1.50 (start-up 2.0 s left out)" in text and "total 2.50" in text
+    assert "(1000 turns/s) 2 cores give 2.00 ms a turn" in text
+    assert "workers would have 1.00 ms" in text and "Python took 0.50 ms a turn" in text
+    assert cpu_budget(results[1:], cores=2)[0].count("\n") == 0  # no ceiling: no budget
