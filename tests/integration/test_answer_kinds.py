@@ -13,6 +13,7 @@ from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from schemas.recall import RecallItem, RecallQuery
 from tests.integration.test_spine import DEVON, TRAVEL, emit_all, event, msg
+from tests.integration.writing import searchable
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -41,8 +42,7 @@ def loan_tenant(
         for minute, (channel, mid, text) in enumerate((OPENED, SETTLED), start=1)
     ]
     emit_all(settings, ledger, events)
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     return tenant
 
 

@@ -27,6 +27,7 @@ from schemas.context import Context
 from schemas.keys import channel_key, episode_key, participant_key
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, emit_and_wait, event, msg
+from tests.integration.writing import searchable
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -140,8 +141,7 @@ def world(
             write_channel_summary(graph, tenant, "ch-b", "b1")
     finally:
         producer.close(timeout=10)
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     yield World(*tenants)
 
 
@@ -342,8 +342,7 @@ def test_a_replaced_value_is_marked_where_it_is_shown(
             ),
         ],
     )
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     facts = agent_facts(graph, tenant, "a-travel", include_superseded=True)
     assert {f.text for f in facts if f.superseded_at is None} == {
         "Devon (@devon) prefers middle seat"

@@ -38,6 +38,7 @@ from tests.integration.test_spine import (
     event,
     msg,
 )
+from tests.integration.writing import searchable
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -152,8 +153,7 @@ def world(
             emit_and_wait(producer, ledger, turns(tenant))
     finally:
         producer.close(timeout=10)
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     yield World(*tenants)
 
 
@@ -470,8 +470,7 @@ def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
             ),
         ],
     )
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     query = RecallQuery(
         tenant=tenant, agent_id="a-travel", query="Where did Zorbelle leave the teal parasol?"
     )

@@ -24,6 +24,7 @@ from tests.integration.test_spine import (
     emit_all,
     event,
 )
+from tests.integration.writing import searchable
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -71,8 +72,7 @@ def tenant(
     grant_trust(graph, name, "u-devon", "u-sarah", "team")
     grant_trust(graph, name, "a-finance", "u-devon", "connected")
     emit_all(settings, ledger, events(name))
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     yield name
 
 
@@ -117,7 +117,7 @@ def test_graph_init_gives_old_nodes_their_scope_terms_and_channel(
             "MATCH (n) WHERE n.tenant = $tenant AND NOT n:Segment REMOVE n.scope, n.channel_key",
             tenant=tenant,
         ).consume()
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     assert written and not evidence(ask(graph, tenant, "a-travel", query="invoice"))
     done = backfill(graph, page=7)  # several pages
     # The whole graph is backfilled: other tests' hand-made nodes may be counted too.
@@ -125,7 +125,7 @@ def test_graph_init_gives_old_nodes_their_scope_terms_and_channel(
     with graph.session() as session:
         again = {r["k"]: set(r["s"].split()) for r in session.run(read, tenant=tenant)}
         assert {r["k"]: r["c"] for r in session.run(channels, tenant=tenant)} == placed
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     assert again == written
     assert evidence(ask(graph, tenant, "a-travel", query="invoice")) == {"q1", "q2"}
     assert backfill(graph) == {}  # nothing left to do

@@ -30,6 +30,7 @@ from schemas.keys import channel_key, episode_key, participant_key, scope_token
 from schemas.recall import RecallQuery
 from tests.integration.test_forget import run
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, event, msg
+from tests.integration.writing import searchable
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -136,8 +137,7 @@ def test_recall_prefers_the_match_in_the_conversation_asked_about(
             event(tenant, "ev-photos", PHOTOS, [DEVON, SARAH, TRAVEL], photos),
         ],
     )
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     query = RecallQuery(
         tenant=tenant,
         agent_id="a-travel",
@@ -159,8 +159,7 @@ def test_recall_prefers_the_match_in_the_conversation_asked_about(
     agent = participant_key(tenant, "a-travel")
     for channel in (TRIP, PHOTOS):
         extend_segments(graph, tenant, agent, channel_key(tenant, channel["id"]))
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     # The trip's segment names the passport, Lisbon and the flight: its passport message now
     # comes first of the two.
     after = order()

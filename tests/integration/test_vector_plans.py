@@ -26,6 +26,7 @@ from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.event import SCHEMA_VERSION
 from schemas.recall import RecallQuery
+from tests.integration.writing import searchable
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +74,7 @@ def tenant(graph: GraphStore, embedder: Embedder) -> Iterator[str]:
     for label in EMBEDDED_LABELS:
         while embed_pending(graph, embedder, label, 256)[1]:
             pass
-    with graph.session() as session:
-        session.run("CALL db.awaitIndexes(120)").consume()
+    searchable(graph)
     yield name
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pipeline.embedder import Embedder
 from pipeline.extract import RulesExtractor
 from pipeline.graph.contextvectors import embed_batch
+from pipeline.graph.cypher.bulkload import AWAIT_INDEXES
 from pipeline.graph.embeddings import EMBEDDED_LABELS
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import write_sync_jobs
@@ -27,3 +28,10 @@ def embed_all(graph: GraphStore, embedder: Embedder) -> None:
     for label in EMBEDDED_LABELS:
         while embed_batch(graph, embedder, label, 256)[1]:
             pass
+
+
+def searchable(graph: GraphStore, seconds: int = 120) -> None:
+    """Wait until Neo4j's indexes hold what was written: its full-text and vector indexes take
+    a committed write in after the commit, so a search right after may not see it yet."""
+    with graph.session() as session:
+        session.run(AWAIT_INDEXES, seconds=seconds).consume()
