@@ -599,9 +599,10 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def cpu_budget(results: list[dict[str, Any]], cores: int) -> list[str]:
-    """Each pipeline phase's CPU a turn by process, against what `cores` give a turn at half
-    the ceiling measured in the same run: the share the workers would have there, and the
-    ceiling's own Python (validating, planning and packing its rows) for scale."""
+    """Each pipeline phase's CPU a turn by process (bench: this process, the producer and its
+    polling of the ledger), against what `cores` give a turn at half the ceiling measured in the
+    same run: the share the workers would have there, and the ceiling's own Python (validating,
+    planning and packing its rows) for scale."""
     ceiling = next((r for r in results if r["kind"] == "ceiling"), None)
     lines: list[str] = []
     for r in results:
@@ -617,7 +618,7 @@ def cpu_budget(results: list[dict[str, Any]], cores: int) -> list[str]:
         text = (
             f"{r['phase']:<15} ms of CPU a turn: workers {workers:.2f} (start-up "
             f"{r['workers_startup_cpu_s']:.1f} s left out), neo4j {neo4j:.2f}, redis {redis:.2f}, "
-            f"producer {bench:.2f}; total {workers + neo4j + redis + bench:.2f}"
+            f"bench {bench:.2f}; total {workers + neo4j + redis + bench:.2f}"
         )
         if ceiling is not None and ceiling["turns_per_s"] > 0:
             half = ceiling["turns_per_s"] / 2
@@ -626,7 +627,7 @@ def cpu_budget(results: list[dict[str, Any]], cores: int) -> list[str]:
             own = ceiling["bench_cpu_s"] * 1000 / ceiling["turns"]
             text += (
                 f"\n{'':<15} at half the ceiling ({half:.0f} turns/s) {cores} cores give "
-                f"{budget:.2f} ms a turn; with Neo4j, Redis and the producer as here the workers "
+                f"{budget:.2f} ms a turn; with Neo4j, Redis and this process as here the workers "
                 f"would have {left:.2f} ms; the ceiling's Python took {own:.2f} ms a turn to "
                 "validate, plan and send the same rows (only the sending is in its timed window)"
             )
