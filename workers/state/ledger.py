@@ -53,6 +53,34 @@ class TurnStatus:
         return self.state == "accepted" and self.synced >= self.expected
 
 
+# The replies _read_status queues on a pipeline, in the order _status reads them.
+STATUS_REPLIES = 3
+
+
+def _read_status(pipe: Any, tenant: str, event_id: str) -> None:
+    """Queue the reads of one turn's status: its record, its synced and its dead agents."""
+    pipe.hgetall(keys.turn(tenant, event_id))
+    pipe.scard(keys.turn_synced(tenant, event_id))
+    pipe.scard(keys.turn_dead(tenant, event_id))
+
+
+def _status(tenant: str, event_id: str, replies: Sequence[Any]) -> TurnStatus:
+    """One turn's status from the STATUS_REPLIES replies _read_status queued."""
+    raw, synced, dead = replies
+    fields = {k.decode(): v.decode() for k, v in cast(dict[bytes, bytes], raw).items()}
+    return TurnStatus(
+        tenant=tenant,
+        event_id=event_id,
+        state=fields.get("state", "pending"),
+        expected=int(fields.get("expected", 0)),
+        synced=int(synced),
+        dead=int(dead),
+        reason=fields.get("reason"),
+        untrusted=int(fields.get("untrusted", 0)),
+        accepted_at=float(fields["accepted_at"]) if "accepted_at" in fields else None,
+    )
+
+
 class Ledger:
     """Small, idempotent Redis records kept beside the queues."""
 
@@ -128,27 +156,17 @@ class Ledger:
         pipe = self.client.pipeline(transaction=False)
         for (tenant, event_id), keys_of_agents in agents.items():
             synced = keys.turn_synced(tenant, event_id)
-            dead = keys.turn_dead(tenant, event_id)
             pipe.sadd(synced, *keys_of_agents)
-            pipe.srem(dead, *keys_of_agents)
+            pipe.srem(keys.turn_dead(tenant, event_id), *keys_of_agents)
             pipe.expire(synced, TURN_TTL_SECONDS)
-            pipe.hmget(keys.turn(tenant, event_id), "state", "expected")
-            pipe.scard(synced)
-            pipe.scard(dead)
+            _read_status(pipe, tenant, event_id)
         replies = pipe.execute()
-        done = []
-        for index, (tenant, event_id) in enumerate(agents):
-            (state, expected), synced_count, dead_count = replies[6 * index + 3 : 6 * index + 6]
-            status = TurnStatus(
-                tenant=tenant,
-                event_id=event_id,
-                state=state.decode() if state is not None else "pending",
-                expected=int(expected or 0),
-                synced=int(synced_count),
-                dead=int(dead_count),
-            )
-            if status.finished:
-                done.append(keys.turn_ref(tenant, event_id))
+        step = 3 + STATUS_REPLIES  # a turn's three marks, then its status reads
+        done = [
+            keys.turn_ref(tenant, event_id)
+            for index, (tenant, event_id) in enumerate(agents)
+            if _status(tenant, event_id, replies[step * index + 3 : step * (index + 1)]).finished
+        ]
         InFlight(self.client).untrack(done)
 
     @redis_errors
@@ -202,28 +220,12 @@ class Ledger:
         """Status of each (tenant, event_id), in the order asked."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, event_id in turns:
-            pipe.hgetall(keys.turn(tenant, event_id))
-            pipe.scard(keys.turn_synced(tenant, event_id))
-            pipe.scard(keys.turn_dead(tenant, event_id))
+            _read_status(pipe, tenant, event_id)
         replies = pipe.execute()
-        result: list[TurnStatus] = []
-        for index, (tenant, event_id) in enumerate(turns):
-            raw: dict[bytes, bytes] = replies[3 * index]
-            fields = {k.decode(): v.decode() for k, v in raw.items()}
-            result.append(
-                TurnStatus(
-                    tenant=tenant,
-                    event_id=event_id,
-                    state=fields.get("state", "pending"),
-                    expected=int(fields.get("expected", 0)),
-                    synced=int(replies[3 * index + 1]),
-                    dead=int(replies[3 * index + 2]),
-                    reason=fields.get("reason"),
-                    untrusted=int(fields.get("untrusted", 0)),
-                    accepted_at=float(fields["accepted_at"]) if "accepted_at" in fields else None,
-                )
-            )
-        return result
+        return [
+            _status(tenant, event_id, replies[STATUS_REPLIES * i : STATUS_REPLIES * (i + 1)])
+            for i, (tenant, event_id) in enumerate(turns)
+        ]
 
     @redis_errors
     def settle(self, turns: Iterable[tuple[str, str]]) -> None:
