@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 IR_VERSION: Final = 9
 # TensorProto.DataType
 FLOAT: Final = 1
+UINT8: Final = 2
 INT8: Final = 3
+INT32: Final = 6
 INT64: Final = 7
 # AttributeProto.AttributeType
 _ATTR_FLOAT: Final = 1

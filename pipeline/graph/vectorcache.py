@@ -2,6 +2,9 @@
 product instead of Neo4j reading every vector row by row (about 20 us a row in its Community
 runtime: 60 ms for an agent's 30k messages, where numpy takes 3).
 
+Each vector is held in int8 with a scale (pipeline/graph/quantised.py): a quarter of float32's
+memory, and the product reads it in about half the time.
+
 The cache only proposes candidates: recall sends their keys back to Neo4j, whose statement
 applies the agent's whole scope (observed, channel, tenant, audience, current) and returns the
 rows. So a stale cache can cost a result, never leak one. It stays fresh by reading, on every
@@ -29,10 +32,14 @@ import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
 from pipeline.graph.cypher import vectors as cypher
+from pipeline.graph.quantised import Cosines, quantise
 
 Group = Literal["episode", "memory"]
-# matrix @ vector, however it is computed.
-Product = Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+# Cosines of int8 rows (with their scales) and a unit query, however they are computed.
+Product = Callable[
+    [npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.float32]],
+    npt.NDArray[np.float32],
+]
 # Runs a statement with its parameters and yields its records (key, embedding, channel_key, at).
 Rows = Callable[[str, dict[str, Any]], Iterable[Any]]
 
@@ -54,16 +61,17 @@ MARGIN_MS: Final = 5000
 # many large agents the first scopes are in after one read's time rather than all after the
 # sum (and the pages in flight, and Neo4j's share of the cores, stay bounded).
 WHOLE_READS_AT_ONCE: Final = 2
-# A product over a scope of more elements than this (rows x dimensions: 256 MB of float32) runs
-# in two halves, the second on a helper thread, each on one BLAS thread. Measured alone: an
-# agent's 333k vectors of 256 dimensions (1M episodes) take 38 ms on one thread and 23 split, at
-# 4 ms more CPU; smaller products gain less than the second core costs (35.6k x 384: 6.3 ms on
-# one thread, 4.7 split at twice the CPU).
+# A product over a scope of more elements than this (rows x dimensions) runs in two halves, the
+# second on a helper thread, each on one thread. Measured alone in float32: an agent's 333k
+# vectors of 256 dimensions (1M episodes) took 38 ms on one thread and 23 split, at 4 ms more
+# CPU; smaller products gained less than the second core cost (35.6k x 384: 6.3 ms on one
+# thread, 4.7 split at twice the CPU). In int8 (bench/vectorproduct.py), 333k x 384 took 29.7
+# ms whole and 28.9 split on a box whose two cores gained nothing from splitting it.
 SPLIT_ELEMENTS: Final = 64_000_000
 # A background read that failed (Neo4j away, say) is tried again no sooner than this.
 LOAD_RETRY_SECONDS: Final = 10.0
 _INITIAL_ROWS: Final = 1024
-# A whole read is turned into float32 this many rows at a time: the driver's records (a Python
+# A whole read is turned into int8 rows this many at a time: the driver's records (a Python
 # float list per vector, ~30x the matrix's bytes) never pile up beyond one page.
 PAGE_ROWS: Final = 4096
 
@@ -76,7 +84,8 @@ class _Scope:
     overwritten, so readers under the lock see a consistent matrix."""
 
     dimensions: int
-    matrix: npt.NDArray[np.float32]
+    matrix: npt.NDArray[np.int8]
+    scales: npt.NDArray[np.float32]  # the row's vector is about its int8 row times this
     tags: npt.NDArray[np.int32]  # the row's channel (episodes) or label (memories), coded
     stamps: npt.NDArray[np.int64]  # the row's `embedded_at`
     keys: list[str] = field(default_factory=list)
@@ -93,12 +102,17 @@ class _Scope:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + self.tags.nbytes + self.stamps.nbytes)
+        return int(self.matrix.nbytes + self.scales.nbytes + self.tags.nbytes + self.stamps.nbytes)
 
     @property
     def used_bytes(self) -> int:
         """What the rows held take, without the room kept for growth."""
-        row = self.matrix.itemsize * self.dimensions + self.tags.itemsize + self.stamps.itemsize
+        row = (
+            self.matrix.itemsize * self.dimensions
+            + self.scales.itemsize
+            + self.tags.itemsize
+            + self.stamps.itemsize
+        )
         return len(self.keys) * row
 
     def trim(self) -> None:
@@ -106,6 +120,7 @@ class _Scope:
         count = len(self.keys)
         if count < len(self.matrix):
             self.matrix = self.matrix[:count].copy()
+            self.scales = self.scales[:count].copy()
             self.tags = self.tags[:count].copy()
             self.stamps = self.stamps[:count].copy()
 
@@ -129,6 +144,7 @@ class _Scope:
         block = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         block /= np.where(norms == 0.0, 1.0, norms)
+        quantised, scales = quantise(block)
         at = np.empty(len(keys), dtype=np.intp)
         for i, key in enumerate(keys):
             row = self.rows.get(key)
@@ -139,9 +155,11 @@ class _Scope:
             at[i] = row
         if len(self.keys) > len(self.matrix):
             self.matrix = _grown(self.matrix, len(self.keys))
+            self.scales = np.resize(self.scales, len(self.matrix))
             self.tags = np.resize(self.tags, len(self.matrix))
             self.stamps = np.resize(self.stamps, len(self.matrix))
-        self.matrix[at] = block
+        self.matrix[at] = quantised
+        self.scales[at] = scales
         self.tags[at] = tags
         self.stamps[at] = stamps
         return True
@@ -160,13 +178,13 @@ class _Scope:
             return []
         if tag is None:
             picked = None
-            scores = product(self.matrix[:count], query)
+            scores = product(self.matrix[:count], self.scales[:count], query)
         else:
             code = self.codes.get(tag)
             if code is None:
                 return []
             picked = np.flatnonzero(self.tags[:count] == code)
-            scores = self.matrix[picked] @ query
+            scores = product(self.matrix[picked], self.scales[picked], query)
         best = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
         best = best[np.argsort(-scores[best], kind="stable")]
         rows = best if picked is None else picked[best]
@@ -176,11 +194,11 @@ class _Scope:
         ]
 
 
-def _grown(matrix: npt.NDArray[np.float32], needed: int) -> npt.NDArray[np.float32]:
+def _grown(matrix: npt.NDArray[np.int8], needed: int) -> npt.NDArray[np.int8]:
     # A quarter more, not double: a whole read is trimmed to its size, and the first catch-up
     # after it would otherwise double a large scope's memory for a few new rows.
     rows = max(len(matrix) + len(matrix) // 4, needed, _INITIAL_ROWS)
-    bigger = np.zeros((rows, matrix.shape[1]), dtype=np.float32)
+    bigger = np.zeros((rows, matrix.shape[1]), dtype=matrix.dtype)
     bigger[: len(matrix)] = matrix
     return bigger
 
@@ -202,6 +220,7 @@ class VectorCache:
         # Made once numpy has loaded its BLAS (it finds it then); cheap to use after.
         self._blas = ThreadpoolController()
         self._one_blas_thread = threading.Lock()
+        self._cosines = Cosines()
         # Its thread starts with the first large product.
         self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-product")
 
@@ -353,15 +372,18 @@ class VectorCache:
             return {tag: scope.nearest(query, k, tag, self._product) for tag, k in wanted.items()}
 
     def _product(
-        self, matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+        self,
+        matrix: npt.NDArray[np.int8],
+        scales: npt.NDArray[np.float32],
+        query: npt.NDArray[np.float32],
     ) -> npt.NDArray[np.float32]:
-        """`matrix @ query`, a large matrix in two halves at once (the caller holds the one
-        BLAS thread limit, which the helper's half runs under too)."""
+        """The rows' cosines with `query`, a large matrix in two halves at once (the caller
+        holds the one BLAS thread limit, which the helper's half runs under too)."""
         if matrix.size <= self.split_elements:
-            return matrix @ query
+            return self._cosines(matrix, scales, query)
         half = len(matrix) // 2
-        second = self._helper.submit(np.matmul, matrix[half:], query)
-        return np.concatenate((matrix[:half] @ query, second.result()))
+        second = self._helper.submit(self._cosines, matrix[half:], scales[half:], query)
+        return np.concatenate((self._cosines(matrix[:half], scales[:half], query), second.result()))
 
     def clear(self) -> None:
         with self._lock:
@@ -511,7 +533,8 @@ class VectorCache:
 
 def _swap(old: _Scope, new: _Scope) -> None:
     """Give `old` (its lock held) everything `new` read: readers keep their reference."""
-    old.matrix, old.tags, old.keys, old.rows = new.matrix, new.tags, new.keys, new.rows
+    old.matrix, old.scales = new.matrix, new.scales
+    old.tags, old.keys, old.rows = new.tags, new.keys, new.rows
     old.stamps = new.stamps
     old.codes, old.watermark = new.codes, new.watermark
     old.loaded_at = old.checked_at = new.loaded_at
@@ -521,7 +544,8 @@ def _swap(old: _Scope, new: _Scope) -> None:
 def _empty(dimensions: int) -> _Scope:
     return _Scope(
         dimensions=dimensions,
-        matrix=np.zeros((0, dimensions), dtype=np.float32),
+        matrix=np.zeros((0, dimensions), dtype=np.int8),
+        scales=np.zeros(0, dtype=np.float32),
         tags=np.zeros(0, dtype=np.int32),
         stamps=np.zeros(0, dtype=np.int64),
     )

@@ -115,7 +115,9 @@ def test_cached_recall_answers_as_neo4j_does_and_keeps_up(
     for text in questions:
         plain, fast = _ask(graph, embedder, tenant, text), _ask(cached, embedder, tenant, text)
         assert [i.key for i in fast] == [i.key for i in plain], text
-        assert [i.score for i in fast] == pytest.approx([i.score for i in plain], abs=1e-4)
+        # The cache holds vectors in int8: a cosine moves by about 0.002 at most, which the
+        # fused scores carry, normalised, a little further.
+        assert [i.score for i in fast] == pytest.approx([i.score for i in plain], rel=1e-2)
         # The same windows around them too, not only the same leads.
         assert [(i.evidence, i.text) for i in fast] == [(i.evidence, i.text) for i in plain]
 
