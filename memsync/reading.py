@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import TypeAdapter
 
+from memsync.readstats import ReadStats
 from memsync.settings import Settings
 from schemas.context import Context
 from schemas.event import Identifier, Tenant
@@ -48,7 +49,8 @@ class Memory:
 
     Built explicitly (`Memory(graph, embedder=..., dm_policy=...)`) or from settings
     (`Memory.from_settings`); the caller closes it (`close()` or a `with` block). Thread-safe:
-    the driver pools connections and each call opens its own session.
+    the driver pools connections and each call opens its own session. `stats` counts and times
+    every call (memsync.metrics.register_reader exposes them).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Memory:
         self.embedder = embedder
         self.dm_policy = dm_policy
         self._owns_graph = owns_graph
+        self.stats = ReadStats()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Memory:
@@ -92,8 +95,9 @@ class Memory:
         fields as keywords: `recall(agent_id="a-1", query="seat", channel_id="ch-1")`)."""
         from pipeline.graph.search import recall
 
-        query = request if request is not None else RecallQuery.model_validate(fields)
-        return recall(self.graph, query, embedder=self.embedder, dm_policy=self.dm_policy)
+        with self.stats.timed("recall"):
+            query = request if request is not None else RecallQuery.model_validate(fields)
+            return recall(self.graph, query, embedder=self.embedder, dm_policy=self.dm_policy)
 
     def build_context(
         self,
@@ -109,16 +113,17 @@ class Memory:
         order in which it is cut)."""
         from pipeline.graph.context import build_context
 
-        return build_context(
-            self.graph,
-            _TENANT.validate_python(tenant),
-            _IDENTIFIER.validate_python(agent),
-            _IDENTIFIER.validate_python(channel),
-            query=query,
-            budget_tokens=budget_tokens,
-            embedder=self.embedder,
-            dm_policy=self.dm_policy,
-        )
+        with self.stats.timed("build_context"):
+            return build_context(
+                self.graph,
+                _TENANT.validate_python(tenant),
+                _IDENTIFIER.validate_python(agent),
+                _IDENTIFIER.validate_python(channel),
+                query=query,
+                budget_tokens=budget_tokens,
+                embedder=self.embedder,
+                dm_policy=self.dm_policy,
+            )
 
     async def arecall(
         self, request: RecallQuery | None = None, /, **fields: Any

@@ -32,7 +32,7 @@ from memsync.http.wire import (
     _read_body,
     parse_turns,
 )
-from memsync.metrics import register_producer
+from memsync.metrics import register_producer, register_reader
 from memsync.producer import Producer
 from memsync.reading import Memory
 from memsync.settings import Settings
@@ -118,6 +118,7 @@ def create_app(settings: Settings, *, extra_routers: Sequence[APIRouter] = ()) -
         app.state.resources = resources
         app.state.metrics = CollectorRegistry()
         register_producer(resources.producer, app.state.metrics)
+        register_reader(resources.memory, app.state.metrics)
         try:
             yield
         finally:
@@ -239,7 +240,8 @@ def create_app(settings: Settings, *, extra_routers: Sequence[APIRouter] = ()) -
         "/metrics",
         dependencies=guarded,
         tags=["service"],
-        summary="Prometheus metrics: this server's producer (turns emitted, spooled, refused)",
+        summary="Prometheus metrics: this server's producer (turns emitted, spooled, refused) and "
+        "its reads (calls, their times, the vector cache)",
         response_class=PlainTextResponse,
         responses={401: _GUARDED[401]},
     )

@@ -233,6 +233,12 @@ class VectorCache:
         with self._lock:
             return sum(scope.nbytes for scope in self._scopes.values())
 
+    @property
+    def scopes(self) -> int:
+        """How many scopes (an agent's messages, or its facts and commitments) are held."""
+        with self._lock:
+            return len(self._scopes)
+
     def refresh(
         self, rows: Rows, group: Group, *, tenant: str, agent_key: str, dimensions: int
     ) -> bool:

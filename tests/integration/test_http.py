@@ -126,6 +126,19 @@ def test_a_posted_turn_is_recalled_and_in_the_channels_context(server: Server, t
         assert all(m["role"] == "system" for m in body["messages"])
         assert "window seats" in "\n".join(m["content"] for m in body["messages"])
 
+        # The server's metrics count those reads: every recall asked, the one context.
+        scrape = client.get("/metrics")
+        assert scrape.status_code == 200
+        counted = {
+            line.split()[0]: float(line.split()[1])
+            for line in scrape.text.splitlines()
+            if line.startswith("memsync_reader_call")
+        }
+        assert counted['memsync_reader_calls_total{call="recall",outcome="ok"}'] >= 1
+        assert counted['memsync_reader_calls_total{call="build_context",outcome="ok"}'] == 1
+        assert counted['memsync_reader_call_seconds_count{call="build_context"}'] == 1
+        assert counted['memsync_reader_call_seconds_sum{call="build_context"}'] > 0
+
 
 def test_a_bad_turn_is_refused_naming_the_field(server: Server, tenant: str) -> None:
     event = _turn(tenant, "e-bad", "dm-bad", "hello")

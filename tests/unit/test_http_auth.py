@@ -195,6 +195,11 @@ def test_a_graph_outage_is_a_503_with_one_line(client: TestClient) -> None:
         assert body["detail"] == "the memory graph (Neo4j) is unavailable; retry later"
         assert answer.headers["retry-after"]
         assert "127.0.0.1" not in answer.text and "Traceback" not in answer.text
+    # Operators see the failed reads on the server's metrics.
+    lines = client.get("/metrics", headers=AUTH).text.splitlines()
+    assert 'memsync_reader_calls_total{call="recall",outcome="error"} 1.0' in lines
+    assert 'memsync_reader_calls_total{call="build_context",outcome="error"} 1.0' in lines
+    assert 'memsync_reader_call_seconds_count{call="recall"} 1.0' in lines
 
 
 def test_health_says_what_is_down_without_auth_or_addresses(client: TestClient) -> None:
@@ -299,7 +304,9 @@ def test_the_committed_documents_match_the_code(path: str, generate: Any) -> Non
     )
 
 
-def test_metrics_need_the_token_and_count_what_the_producer_did(client: TestClient) -> None:
+def test_metrics_need_the_token_and_count_what_the_producer_did(
+    client: TestClient, settings: Settings
+) -> None:
     assert client.get("/metrics").status_code == 401
     # Redis is away: the accepted turn is spooled, and the scrape says so.
     assert client.post("/v1/turns", json=turn("evt-m"), headers=AUTH).status_code == 202
@@ -311,3 +318,7 @@ def test_metrics_need_the_token_and_count_what_the_producer_did(client: TestClie
     assert 'memsync_producer_turns_total{outcome="emitted"} 1.0' in lines
     assert 'memsync_producer_turns_total{outcome="spooled"} 1.0' in lines
     assert "memsync_producer_spooled 1.0" in lines
+    # The reader's side too, before any read: its vector cache and what it may hold.
+    assert "memsync_reader_vector_cache_bytes 0.0" in lines
+    limits = [x.split()[-1] for x in lines if x.startswith("memsync_reader_vector_cache_limit")]
+    assert [float(x) for x in limits] == [settings.recall_vector_cache_mb * 2**20]
