@@ -369,11 +369,12 @@ class VectorCache:
         if norm == 0.0:
             return {tag: [] for tag in wanted}
         query = query / norm
-        # One BLAS thread for the product: a second one saves a few milliseconds on an agent's
-        # 35k vectors, but OpenBLAS's threads spin after every call, and on a reader sharing
-        # its cores with Neo4j that spinning cost more than the product (hybrid recall at 100k
-        # episodes: 65 -> 30 ms of the reader's CPU a query). The limit is process-wide while
-        # it lasts, so one search sets it at a time.
+        # One BLAS thread for numpy's products (small scopes, channel-held searches; the
+        # integer product runs on one thread of its own): a second one saved a few milliseconds
+        # on an agent's 35k float vectors, but OpenBLAS's threads spin after every call, and on
+        # a reader sharing its cores with Neo4j that spinning cost more than the product (hybrid
+        # recall at 100k episodes: 65 -> 30 ms of the reader's CPU a query). The limit is
+        # process-wide while it lasts, so one search sets it at a time.
         with scope.lock, self._one_blas_thread, self._blas.limit(limits=1, user_api="blas"):
             return {tag: scope.nearest(query, k, tag, self._product) for tag, k in wanted.items()}
 
