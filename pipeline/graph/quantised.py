@@ -3,9 +3,9 @@
 A reader's vector cache is read whole on every recall: at 100k episodes an agent's 35k float32
 vectors are 55 MB, more than the processor's caches, so the product waits on memory. In int8
 the same rows are a quarter of the bytes, and onnxruntime's integer product (AVX2 or AVX-512
-VNNI kernels) reads them in about half numpy's time (docs/benchmarks.md). Rounding a unit
-vector's components to 1/127 of its largest one moves a cosine by about 0.002: the cache only
-proposes candidates, and Neo4j's own scores of a vector index are approximate too.
+VNNI kernels) ranks them in a little over half numpy's time (docs/benchmarks.md). Rounding a
+unit vector's components to 1/127 of its largest one moves a cosine by about 0.002: the cache
+only proposes candidates, and a vector index's own search is approximate too.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pipeline import onnxproto as proto
 log = logging.getLogger(__name__)
 
 _LEVELS: Final = 127
-# The query goes in as uint8 around this zero point (the integer product takes int8 rows
-# against an unsigned right-hand side on every instruction set).
+# The query goes in as uint8 around this zero point: x86's byte multiply-add instructions pair
+# an unsigned operand with a signed one.
 _ZERO: Final = 128
 # Below this many rows numpy's float product of the converted rows costs less than a session
 # run's fixed cost.
