@@ -88,7 +88,8 @@ class ReaderCollector(Collector):
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         calls = CounterMetricFamily(
             "memsync_reader_calls",
-            "recall and build_context calls by outcome (error: the call raised)",
+            "recall and build_context calls by outcome (invalid: a request refused by field; "
+            "error: anything else the call raised)",
             labels=["call", "outcome"],
         )
         seconds = HistogramMetricFamily(
@@ -97,8 +98,8 @@ class ReaderCollector(Collector):
             labels=["call"],
         )
         for call, figures in sorted(self.stats.snapshot().items()):
-            calls.add_metric([call, "ok"], figures.ok)
-            calls.add_metric([call, "error"], figures.error)
+            for outcome, count in figures.outcomes.items():
+                calls.add_metric([call, outcome], count)
             cumulative, buckets = 0, []
             for bound, count in zip((*map(str, BUCKETS), "+Inf"), figures.counts, strict=True):
                 cumulative += count

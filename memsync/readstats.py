@@ -10,11 +10,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Final, Literal
+
+from pydantic import ValidationError
 
 # Upper bounds in seconds: recall's target is 50 ms at p95, and a cold reader's first calls
 # take seconds (its model and vector cache load).
 BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# ok; invalid: the caller's request was refused (a field named); error: anything else raised.
+Outcome = Literal["ok", "invalid", "error"]
+OUTCOMES: Final[tuple[Outcome, ...]] = ("ok", "invalid", "error")
 
 
 @dataclass
@@ -22,8 +27,7 @@ class CallFigures:
     """One call's figures: `counts[i]` calls took at most BUCKETS[i] and more than the bound
     before it; the last counts those over every bound."""
 
-    ok: int = 0
-    error: int = 0
+    outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     seconds: float = 0.0
     counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
 
@@ -37,22 +41,23 @@ class ReadStats:
 
     @contextmanager
     def timed(self, call: str) -> Iterator[None]:
-        """Count the block as one `call`, an error if it raises (the exception goes on)."""
+        """Count the block as one `call`: invalid if it raises a validation error, an error if
+        it raises anything else (the exception goes on either way)."""
         start = time.perf_counter()
-        failed = True
+        outcome: Outcome = "error"
         try:
             yield
-            failed = False
+            outcome = "ok"
+        except ValidationError:
+            outcome = "invalid"
+            raise
         finally:
-            self.record(call, time.perf_counter() - start, ok=not failed)
+            self.record(call, time.perf_counter() - start, outcome)
 
-    def record(self, call: str, seconds: float, *, ok: bool) -> None:
+    def record(self, call: str, seconds: float, outcome: Outcome) -> None:
         with self._lock:
             figures = self._calls.setdefault(call, CallFigures())
-            if ok:
-                figures.ok += 1
-            else:
-                figures.error += 1
+            figures.outcomes[outcome] += 1
             figures.seconds += seconds
             figures.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
 
@@ -60,6 +65,6 @@ class ReadStats:
         """A copy of every call's figures, as of now."""
         with self._lock:
             return {
-                call: replace(figures, counts=list(figures.counts))
+                call: replace(figures, outcomes=dict(figures.outcomes), counts=list(figures.counts))
                 for call, figures in self._calls.items()
             }

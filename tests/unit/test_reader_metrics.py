@@ -7,10 +7,12 @@ import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from pydantic import ValidationError
 
 from memsync.metrics import ReaderCollector
 from memsync.readstats import BUCKETS, ReadStats
 from pipeline.graph.vectorcache import VectorCache
+from schemas.recall import RecallQuery
 
 
 def _scrape(stats: ReadStats, vectors: VectorCache | None) -> list[str]:
@@ -19,22 +21,26 @@ def _scrape(stats: ReadStats, vectors: VectorCache | None) -> list[str]:
     return generate_latest(registry).decode().splitlines()
 
 
-def test_a_call_that_raises_counts_as_an_error_and_still_raises() -> None:
+def test_a_call_that_raises_is_counted_as_invalid_or_an_error_and_still_raises() -> None:
     stats = ReadStats()
     with stats.timed("recall"):
         pass
-    with pytest.raises(ValueError, match="agent_id"), stats.timed("recall"):
-        raise ValueError("agent_id: field required")
+    with pytest.raises(ValidationError, match="agent_id"), stats.timed("recall"):
+        RecallQuery.model_validate({"query": "seat"})
+    with pytest.raises(RuntimeError, match="graph"), stats.timed("recall"):
+        raise RuntimeError("graph away")
     figures = stats.snapshot()["recall"]
-    assert (figures.ok, figures.error, sum(figures.counts)) == (1, 1, 2)
+    assert figures.outcomes == {"ok": 1, "invalid": 1, "error": 1}
+    assert sum(figures.counts) == 3
 
 
 def test_times_fall_in_their_buckets_and_the_scrape_is_cumulative() -> None:
     stats = ReadStats()
     for seconds in (0.004, 0.03, 0.03, 0.2, 60.0):
-        stats.record("build_context", seconds, ok=True)
+        stats.record("build_context", seconds, "ok")
     lines = _scrape(stats, VectorCache(8 << 20))
     assert 'memsync_reader_calls_total{call="build_context",outcome="ok"} 5.0' in lines
+    assert 'memsync_reader_calls_total{call="build_context",outcome="invalid"} 0.0' in lines
     assert 'memsync_reader_calls_total{call="build_context",outcome="error"} 0.0' in lines
     assert 'memsync_reader_call_seconds_bucket{call="build_context",le="0.005"} 1.0' in lines
     assert 'memsync_reader_call_seconds_bucket{call="build_context",le="0.025"} 1.0' in lines
@@ -66,5 +72,5 @@ def test_calls_from_many_threads_are_all_counted() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert stats.snapshot()["recall"].ok == 2000
+    assert stats.snapshot()["recall"].outcomes["ok"] == 2000
     assert not any(line.startswith("memsync_reader_vector_cache") for line in _scrape(stats, None))
