@@ -235,20 +235,8 @@ class OnnxEncoder:
             return self._batch
 
     def _make(self, threads: int, *, quantized: bool) -> Any:
-        import onnxruntime
-
         make, self._first = self._first or self._build, None
-        model = make(quantized)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Idle threads sleep rather than spin: the cores are shared with Neo4j and Celery.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        # Activations are allocated per run and given back: an arena would keep the largest
-        # batch's (about 135 MB more resident, measured, for no speed).
-        options.enable_cpu_mem_arena = False
-        return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return proto.session(make(quantized), threads)
 
     def encode(
         self, ids: NDArray[np.int64], mask: NDArray[np.float32], *, small: bool

@@ -1,4 +1,5 @@
-"""The few ONNX protobuf messages an inference graph needs, written by hand.
+"""The few ONNX protobuf messages an inference graph needs, written by hand, and the session
+memsync runs every such graph in.
 
 Protocol buffers' wire format is small and stable, and writing it here spares a dependency on
 the `onnx` package (and its protobuf runtime) just to hand onnxruntime a graph built from
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,3 +119,20 @@ def model(
     )
     opset_id = _text(1, "") + _int(2, opset)
     return _int(1, IR_VERSION) + _text(2, "memsync") + _bytes(7, graph) + _bytes(8, opset_id)
+
+
+def session(model: bytes, threads: int) -> Any:
+    """An onnxruntime CPU session of `model` on at most `threads` threads, as memsync runs every
+    graph: beside Neo4j and Celery on shared cores, and holding no more memory than it uses."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle threads sleep rather than spin: the cores are shared with Neo4j and Celery.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    # Activations are allocated per run and given back: an arena would keep the largest
+    # batch's (about 135 MB more resident for MiniLM, measured, for no speed).
+    options.enable_cpu_mem_arena = False
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])

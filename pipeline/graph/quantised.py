@@ -37,7 +37,7 @@ def quantise(
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """Rows of `block` as int8 (each row's largest component at +-127) and each row's scale,
     so that row ~= int8 row * scale."""
-    top = np.abs(block).max(axis=1) if block.size else np.zeros(len(block), dtype=np.float32)
+    top = np.abs(block).max(axis=1)
     scales = np.where(top > 0.0, top / _LEVELS, 1.0).astype(np.float32)
     rows = np.rint(block / scales[:, None]).astype(np.int8)
     return rows, scales
@@ -100,8 +100,6 @@ def _numpy(
 
 
 def _session() -> Any:
-    import onnxruntime
-
     graph = proto.model(
         "int8-cosines",
         [proto.node("MatMulInteger", ["rows", "query", "", "zero"], ["product"])],
@@ -114,12 +112,6 @@ def _session() -> Any:
         [proto.value_info("product", proto.INT32, ["n", 1])],
         opset=_OPSET,
     )
-    options = onnxruntime.SessionOptions()
     # One thread a product, as numpy's was held to one BLAS thread: the cores are Neo4j's too,
     # and the cache splits a very large scope over two calls itself.
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3
-    options.enable_cpu_mem_arena = False
-    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    return proto.session(graph, threads=1)
