@@ -31,7 +31,6 @@ from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
 from pipeline.graph.store import GraphStore, instant
-from pipeline.graph.summaries import current_summary
 from schemas.context import (
     Context,
     ContextChannel,
@@ -98,21 +97,20 @@ def build_context(
         "scan": PRESENCE_SCAN,
         "limit": MAX_READ,
     }
-    # Recall and the summary are independent of the rest: each runs in a thread of its own
-    # (with its own sessions) while the channel, its people, facts and commitments are read
-    # here in one statement.
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memsync-context") as pool:
+    # Recall is independent of the rest: it runs in a thread of its own (with its own
+    # sessions) while the channel, its people, facts, commitments and summary are read here in
+    # one statement.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-context") as pool:
         recalled = (
             pool.submit(recall, graph, recall_query, embedder=embedder, dm_policy=dm_policy)
             if recall_query is not None
             else None
         )
-        summarised = pool.submit(_summary, graph, tenant, agent_id, channel_id)
-        agent, parties, channel, facts, commitments = _structure(
+        structure = _structure(
             graph, params, agent_id, channel_id, now=now, stale_after_days=stale_after_days
         )
-        summary = summarised.result()
         found = recalled.result() if recalled is not None else []
+    agent, parties, channel, facts, commitments, summary = structure
     shown = {f.key for f in facts} | {c.key for c in commitments}
     if summary is not None:
         shown.add(summary.key)
@@ -148,9 +146,10 @@ def _structure(
     ContextChannel,
     list[ContextFact],
     list[ContextCommitment],
+    ContextSummary | None,
 ]:
-    """The agent, who is present, the channel, and the current facts and open commitments
-    about them (and the channel) that its audience may hear."""
+    """The agent, who is present, the channel, the current facts and open commitments about
+    them (and the channel) that its audience may hear, and the agent's summary of it."""
     agent_key, chan_key = params["agent_key"], params["channel_key"]
     with graph.session(write=False) as session:
         # No temporal values come back (cypher/instant.py): the rows are used as read.
@@ -167,17 +166,20 @@ def _structure(
         _fact(row, parties, chan_key, here, now=now, stale_after_days=stale_after_days)
         for row in fact_rows
     ]
-    return agent, parties, channel, facts, [_commitment(row) for row in commitment_rows]
+    commitments = [_commitment(row) for row in commitment_rows]
+    return agent, parties, channel, facts, commitments, _summary(info["summary"])
 
 
-def _summary(
-    graph: GraphStore, tenant: str, agent_id: str, channel_id: str
-) -> ContextSummary | None:
-    view = current_summary(graph, tenant, agent_id, channel_id)
-    if view is None or not view.text.strip():
+def _summary(rows: list[dict[str, Any]]) -> ContextSummary | None:
+    """The summary row (at most one), unless nothing was folded yet or it says nothing."""
+    if not rows or not (rows[0]["text"] or "").strip():
         return None
+    row = rows[0]
     return ContextSummary(
-        key=view.key, text=view.text, version=view.version, covers_until=view.covers_until
+        key=row["key"],
+        text=row["text"],
+        version=row["version"],
+        covers_until=instant(row["covers_until"]),
     )
 
 

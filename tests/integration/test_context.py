@@ -162,6 +162,8 @@ def test_a_channel_context_has_its_summary_people_facts_and_commitments(
 ) -> None:
     ctx = context(graph, world, query="hotel budget")
     assert ctx.summary is not None and ctx.summary.text == summary_text(world.tenant, "ch-a")
+    assert ctx.summary.version == 1
+    assert ctx.summary.covers_until == datetime(2026, 11, 29, 10, 6, tzinfo=UTC)
     assert {p.id for p in ctx.participants} == {"u-devon", "u-sarah", "a-travel"}
     assert AISLE in fact_texts(ctx)
     aisle = next(f for f in ctx.facts if f.text == AISLE)

@@ -58,3 +58,30 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 95) == 95.0
     assert percentile(values, 99) == 99.0
     assert percentile([7.0], 95) == 7.0
+
+
+def test_read_load_shares_every_query_among_its_callers_and_counts_failures() -> None:
+    import os
+    import threading
+
+    from bench.latency import Ask
+    from bench.readload import run_level
+
+    queries = [Ask(f"a-{i % 3}", None, "ch", f"question {i}") for i in range(60)]
+    seen: list[str] = []
+    callers: set[str] = set()
+    lock = threading.Lock()
+
+    def call(ask: Ask) -> object:
+        with lock:
+            seen.append(ask.text)
+            callers.add(threading.current_thread().name)
+        if ask.text.endswith("7"):
+            raise RuntimeError("refused")
+        return None
+
+    row = run_level(call, queries, 4, os.getpid())
+    assert sorted(seen) == sorted(q.text for q in queries)
+    assert row["failed"] == 6 and row["calls"] == 54
+    assert row["callers"] == 4 and callers <= {f"caller-{i}" for i in range(4)}
+    assert row["calls_per_second"] > 0 and row["p50"] <= row["p95"] <= row["max"]

@@ -23,6 +23,7 @@ from pipeline.graph.model import (
     OWED_TO,
     PARTICIPANT,
     SAID,
+    SUMMARY,
 )
 
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
@@ -91,9 +92,21 @@ RETURN {{key: m.key, text: m.text, source: m.source, due: {micros("m.due")},
         to_channel: to:{CHANNEL}, {_provenance("m")}}} AS row
 """
 
-# Everything but the summary in one round trip: the channel, the agent's label, who is present,
-# and the facts and commitments about them (the subjects: those present, the agent itself and
-# the channel).
+# The agent's current summary of the channel: one seek of the summary_agent_channel_current
+# index (only the current version carries current=true), as a list of at most one.
+_SUMMARY = f"""
+MATCH (s:{SUMMARY})
+WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.current = true
+  AND s.tenant = $tenant
+WITH s ORDER BY s.version DESC LIMIT 1
+RETURN {{key: s.key, text: s.text, version: s.version,
+        covers_until: {micros("s.covers_until")}}} AS row
+"""
+
+# Everything in one round trip: the channel, the agent's label, who is present, the facts and
+# commitments about them (the subjects: those present, the agent itself and the channel), and
+# the channel's summary (a statement of its own cost a session and a transaction a call: as
+# much of the reader's CPU as the rest of this one).
 STRUCTURE: Final = f"""
 OPTIONAL MATCH (c:{CHANNEL} {{key: $channel_key}})
 OPTIONAL MATCH (a:{PARTICIPANT} {{key: $agent_key}})
@@ -101,5 +114,6 @@ WITH c, a, COLLECT {{{_PRESENT}}} AS present
 WITH c, a, present, [row IN present | row.key] + [$agent_key, $channel_key] AS subject_keys
 RETURN c.id AS id, c.kind AS kind, c.title AS title, a.label AS agent_label, present,
        COLLECT {{{_FACTS}}} AS facts,
-       COLLECT {{{_COMMITMENTS}}} AS commitments
+       COLLECT {{{_COMMITMENTS}}} AS commitments,
+       COLLECT {{{_SUMMARY}}} AS summary
 """
