@@ -113,11 +113,16 @@ class ContextCommitment(BaseModel):
     evidence: list[str] = Field(default_factory=list)
 
     def line(self) -> str:
-        owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
         due = f", due {self.due.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if self.due else ""
         since = f"since {self.opened_at.astimezone(UTC):%Y-%m-%d}"
         mark = ", unverified" if self.source == "peer_stated" else ""
-        return f"- {self.owed_by.label} {owes}: {self.text} ({since}{due}{mark})"
+        # The extractors write a whole sentence that names who owes whom ("Devon (@devon)
+        # committed to Sarah (@sarah): ..."); only a bare value needs them said again.
+        said = self.text
+        if not said.startswith(self.owed_by.label):
+            owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
+            said = f"{self.owed_by.label} {owes}: {said}"
+        return f"- {said} ({since}{due}{mark})"
 
 
 class Dropped(BaseModel):

@@ -176,6 +176,9 @@ def test_a_channel_context_has_its_summary_people_facts_and_commitments(
     text = rendered(ctx)
     assert f"- {AISLE} (self-stated)" in text
     assert "## Open commitments" in text
+    # The extracted sentence names who owes it; the line does not say it twice.
+    [line] = [line for line in text.splitlines() if promise.text in line]
+    assert line.startswith(f"- {promise.text} (since ") and line.count("Devon (@devon)") == 1
 
 
 def test_another_channels_thread_memory_never_appears(graph: GraphStore, world: World) -> None:

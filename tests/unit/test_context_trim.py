@@ -274,3 +274,13 @@ def test_provenance_and_staleness_are_marked_in_the_rendering() -> None:
 
 def test_the_platform_default_budget_matches_the_pipeline() -> None:
     assert reading.DEFAULT_BUDGET_TOKENS == trimming.DEFAULT_BUDGET_TOKENS
+
+
+def test_an_extracted_commitment_names_who_owes_it_once() -> None:
+    sentence = "Devon (@devon) committed to Sarah (@sarah): send the forecast by 2026-12-05"
+    line = commitment("c-1", due_days=3, text=sentence).line()
+    assert line.startswith(f"- {sentence} (since ")
+    assert line.count("Devon (@devon)") == 1 and line.count("Sarah (@sarah)") == 1
+    assert ", due " in line
+    # A bare value still says who owes whom.
+    assert commitment("c-2").line().startswith("- Devon (@devon) owes Sarah (@sarah): send the")
