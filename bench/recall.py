@@ -25,12 +25,17 @@ embedded. Retrievers, side by side: the graph's keyword, vector and hybrid recal
 reference plain BM25 over raw messages (alone and over +-1 neighbour windows). Scores count a
 budget of K messages, not K items (see bench/recall_metric.py).
 
+`--held` asks each question held to the channel of its answer, as `build_context` recalls in the
+conversation it is built for (and a platform asks in the customer's own channel): the right
+conversation is then given, and only the window within it is chosen. The BM25 references are
+held to the same channel.
+
 FriendsQA questions are split in two halves by a hash of their scene's title (`--split`): a dev
 half that ranking may be designed against and a test half that is only run to report. Memory
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--json [PATH]]
+[--one-channel] [--held] [--json [PATH]]
 [--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
@@ -43,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,29 +89,33 @@ REFERENCE = "bm25 raw"  # plain BM25 over single messages: the issue's reference
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
 
-Ranker = Callable[[str, str], list[list[str]]]  # (agent id, question) -> item evidence lists
+# (agent id, question, channel id or None: the whole memory) -> item evidence lists
+Ranker = Callable[[str, str, str | None], list[list[str]]]
 
 
 # --- reference retrievers --------------------------------------------------------------------
 
 
 def reference_rankers(jobs: Sequence[SyncJob]) -> dict[str, Ranker]:
-    """Plain BM25 per agent over the raw text of every message it observed, and over windows."""
+    """Plain BM25 per agent over the raw text of every message it observed, and over windows;
+    over one channel's messages when a question is held to it."""
     channels: dict[str, dict[str, list[tuple[str, str]]]] = {}
     for job in jobs:
-        per_channel = channels.setdefault(job.agent.id, {}).setdefault(job.channel.key, [])
+        per_channel = channels.setdefault(job.agent.id, {}).setdefault(job.channel.id, [])
         per_channel.extend((m.id, m.content) for m in job.messages)
-    raw: dict[str, BM25] = {}
-    windowed: dict[str, BM25] = {}
+    raw: dict[tuple[str, str | None], BM25] = {}
+    windowed: dict[tuple[str, str | None], BM25] = {}
     for agent_id, by_channel in channels.items():
-        raw[agent_id] = BM25(
-            [Document(text, (mid,)) for msgs in by_channel.values() for mid, text in msgs]
-        )
-        windowed[agent_id] = BM25([d for msgs in by_channel.values() for d in windows(msgs)])
+        everything = [message for msgs in by_channel.values() for message in msgs]
+        raw[agent_id, None] = BM25([Document(text, (mid,)) for mid, text in everything])
+        windowed[agent_id, None] = BM25([d for msgs in by_channel.values() for d in windows(msgs)])
+        for channel_id, msgs in by_channel.items():
+            raw[agent_id, channel_id] = BM25([Document(text, (mid,)) for mid, text in msgs])
+            windowed[agent_id, channel_id] = BM25(windows(msgs))
 
-    def ranker(index: dict[str, BM25]) -> Ranker:
-        def rank(agent_id: str, question: str) -> list[list[str]]:
-            return [list(d.evidence) for d in index[agent_id].search(question, BUDGET)]
+    def ranker(index: dict[tuple[str, str | None], BM25]) -> Ranker:
+        def rank(agent_id: str, question: str, channel_id: str | None) -> list[list[str]]:
+            return [list(d.evidence) for d in index[agent_id, channel_id].search(question, BUDGET)]
 
         return rank
 
@@ -210,9 +219,14 @@ def graph_side(
         )
 
         def ranker(tenant: str, mode: RecallMode) -> Ranker:
-            def rank(agent_id: str, question: str) -> list[list[str]]:
+            def rank(agent_id: str, question: str, channel_id: str | None) -> list[list[str]]:
                 query = RecallQuery(
-                    tenant=tenant, agent_id=agent_id, query=question, limit=BUDGET, mode=mode
+                    tenant=tenant,
+                    agent_id=agent_id,
+                    channel_id=channel_id,
+                    query=question,
+                    limit=BUDGET,
+                    mode=mode,
                 )
                 items = recall(graph, query, embedder=embedder, dm_policy=settings.dm_memory_policy)
                 return [list(item.evidence) for item in items]
@@ -228,6 +242,15 @@ def graph_side(
         graph.close()
         neo4j.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def answer_channels(corpus: Corpus) -> dict[str, str]:
+    """The channel of every message the corpus loads, by message id."""
+    return {
+        message["id"]: event["channel"]["id"]
+        for event in corpus.events
+        for message in event["messages"]
+    }
 
 
 # --- scoring and report ----------------------------------------------------------------------
@@ -248,12 +271,15 @@ class Result:
     error: str | None = None
 
 
-def evaluate(cases: Sequence[Case], rank: Ranker) -> Result:
+def evaluate(cases: Sequence[Case], rank: Ranker, held: Mapping[str, str] | None = None) -> Result:
+    """Every case asked of `rank`; with `held` (message id to channel id), each held to the
+    channel of its first answering message, as `build_context` asks in a conversation."""
     result = Result()
     started = time.perf_counter()
     for case in cases:
+        channel = held[min(case.gold)] if held is not None else None
         try:
-            ranking = rank(case.agent, case.question)
+            ranking = rank(case.agent, case.question, channel)
         except Exception as exc:  # a bench reports a broken retriever and goes on
             result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             break
@@ -377,6 +403,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--reference-only", action="store_true", help="no Neo4j, BM25 only")
     parser.add_argument(
+        "--held",
+        action="store_true",
+        help="hold each question to its answer's channel, as build_context asks in one",
+    )
+    parser.add_argument(
         "--embedder", choices=("minilm", "wordllama"), default="minilm", help="vector model"
     )
     parser.add_argument(
@@ -432,7 +463,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for mode in GRAPH_MODES:
                 if f"{corpus.tenant}/{mode}" in side.rankers:
                     rankers[mode] = side.rankers[f"{corpus.tenant}/{mode}"]
-            results = {name: evaluate(corpus.cases, rank) for name, rank in rankers.items()}
+            held = answer_channels(corpus) if args.held else None
+            results = {name: evaluate(corpus.cases, rank, held) for name, rank in rankers.items()}
             figures["corpora"][corpus.name] = report(corpus, results)
     timings = {**side.timings, "total": time.perf_counter() - started}
     figures["timings_s"] = {k: round(v, 2) for k, v in timings.items()}

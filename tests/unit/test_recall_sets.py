@@ -110,3 +110,25 @@ def test_the_tau_questions_point_into_their_conversations() -> None:
     assert asked and len(on_slice) == sum(q["task_id"] in asked for q in questions)
     for event in corpus.events:
         assert any(m["role"] == "ai" for m in event["messages"])
+
+
+def test_a_question_held_to_its_channel_is_answered_from_that_channel_alone() -> None:
+    from bench.recall import answer_channels, evaluate, reference_rankers
+    from bench.recallsets import sync_jobs
+
+    corpus = paraphrase_corpus(CUSTOMER_MEMORY, "customer memory", CUSTOMER_TENANT)
+    jobs = sync_jobs(corpus)
+    held = answer_channels(corpus)
+    rank = reference_rankers(jobs)["bm25 raw"]
+    answered = spans = 0
+    for case in corpus.cases:
+        channel = held[min(case.gold)]
+        ranking = rank(case.agent, case.question, channel)
+        assert all(held[m] == channel for item in ranking for m in item)
+        answered += bool(ranking)
+        # Unheld, the same question may reach into the other conversations.
+        everywhere = {held[m] for item in rank(case.agent, case.question, None) for m in item}
+        spans += len(everywhere) > 1
+    assert answered > len(corpus.cases) // 2 and spans > 0
+    assert len({held[m] for m in held}) == len(corpus.cases)
+    assert len(evaluate(corpus.cases, rank, held).in_order) == len(corpus.cases)
