@@ -405,6 +405,10 @@ STATE_WORDS = re.compile(
 )
 
 # --- agreements, commitments, closures -----------------------------------------------------
+# "net-45 it is", "Tuesday it is": a choice named in a few words. What comes before "it is" in
+# "I don't know what it is", "as it is" or "yes it is" is a clause, not a choice (rules.py
+# keeps a value of at most CHOICE_WORDS_AT_MOST words without a CLAUSE_WORD).
+CHOSEN_IT_IS = _p(rf"^{_VM} it is\s*[.!]*$", needs=(" it is",))
 AGREE = [
     _p(
         rf"\bwe(?:'ve| have)? (?:all |finally |just )?(?:settled|agreed|decided|landed|aligned)"
@@ -422,8 +426,14 @@ AGREE = [
         rf"\b(?:i'll|i will|we'll|we will|i'm going to) (?:just )?(?:go|stick) with {V}",
         needs=("go with", "stick with"),
     ),
-    _p(rf"^{_VM} it is\s*[.!]*$", needs=(" it is",)),
+    CHOSEN_IT_IS,
 ]
+CHOICE_WORDS_AT_MOST = 4
+CLAUSE_WORD = re.compile(
+    r"\b(?:i|you|he|she|we|they|it|this|that|what|how|which|who|why|where|when|if|as|then|"
+    r"sure|know|yes|yeah|no|not|cause|because|do|don't|dont|care)\b",
+    I,
+)
 DEAL = _p(r"^(?:it's a |that's a |ok(?:ay)?,? |fine,? |sounds good,? )?deal\s*[.!]*$")
 COMMIT = _p(
     r"\b(?:i'll|i will|ill|i'm going to|i am going to|i'm gonna|im gonna|i shall|let me|i promise"

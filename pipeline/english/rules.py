@@ -15,7 +15,10 @@ from pipeline.english.patterns import (
     BARE_DONE,
     CANCEL,
     CANCEL_X,
+    CHOICE_WORDS_AT_MOST,
+    CHOSEN_IT_IS,
     CLAUSE_OPENING,
+    CLAUSE_WORD,
     CLOSE,
     COMMIT,
     DEAL,
@@ -187,6 +190,12 @@ def _ruled_out(low: str | None, needs: Needs) -> bool:
     return True
 
 
+def _named_choice(value: str) -> bool:
+    """Whether the words before "it is" name a choice ("net-45", "the window seat") rather
+    than say a clause ("I don't know what", "yes")."""
+    return len(value.split()) <= CHOICE_WORDS_AT_MOST and not CLAUSE_WORD.search(value)
+
+
 def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
     """The candidates of one sentence, unhedged (candidates() marks hedges); `first_person`
     None: whether it says "I" or "we" is looked up (True or False forces it, for tests)."""
@@ -204,7 +213,8 @@ def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
         return [Candidate("closure", "closes", "", "speaker")]
     for pattern, needs in _AGREE:
         if not _ruled_out(low, needs) and (m := pattern.search(s)):
-            if value := clean_value(m["v"]):
+            value = clean_value(m["v"])
+            if value and (pattern is not CHOSEN_IT_IS or _named_choice(value)):
                 out.append(Candidate("agreement", "agreed", value, "channel"))
             break
     for pattern, needs in _CLOSE:

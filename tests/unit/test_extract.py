@@ -155,6 +155,28 @@ def test_agreement_is_about_the_channel() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "value"), [("net-45 it is", "net-45"), ("The window seat it is!", "window seat")]
+)
+def test_a_choice_named_before_it_is_is_an_agreement(text: str, value: str) -> None:
+    item = only(extract_memories(turn([(SARAH, text)]), TRAVEL))
+    assert item.kind == "agreement" and item.value == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Then I don't know what it is.",
+        "She's had a hard enough couple of days as it is.",
+        "Nevado, yes it is",
+        "cause I am fairly sure it is.",
+        "And I don't have a clue which /dev it is",
+    ],
+)
+def test_a_clause_before_it_is_is_no_agreement(text: str) -> None:
+    assert extract_memories(turn([(SARAH, text)]), TRAVEL) == []
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "do you like Thai food?",
