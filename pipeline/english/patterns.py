@@ -429,6 +429,20 @@ AGREE = [
     CHOSEN_IT_IS,
 ]
 CHOICE_WORDS_AT_MOST = 4
+# A choice that only points back at a list said before ("the first option", "Option 2") names
+# nothing a later reader could use: the message it answers holds the choice, not this one.
+POINTED_CHOICE = re.compile(
+    r"^(?:the )?(?:(?:first|second|third|fourth|last|other|former|latter|\d+(?:st|nd|rd|th)?)"
+    r" (?:option|one|choice|plan)|(?:option|choice|plan) (?:#\s*)?(?:\d+|[a-d]|one|two|three))$",
+    I,
+)
+# What a comma puts after a choice to name it: "the first option, Flight HAT136".
+# Not "the first option, please": courtesy after a comma names nothing.
+APPOSITION = re.compile(
+    r"\s*,\s*(?=\S)(?!(?:please|pls|thanks|thank you|then|too|though|now|for now)\b)"
+    r"(?P<v>[^,;!?()]+?)\s*(?:[,;!?()]|\.(?:\s|$)|$)",
+    I,
+)
 CLAUSE_WORD = re.compile(
     r"\b(?:i|you|he|she|we|they|it|this|that|what|how|which|who|why|where|when|if|as|then|"
     r"sure|know|yes|yeah|no|not|cause|because|do|don't|dont|care)\b",

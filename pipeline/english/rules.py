@@ -12,6 +12,7 @@ from dataclasses import replace
 from pipeline.english.patterns import (
     ADDRESS,
     AGREE,
+    APPOSITION,
     BARE_DONE,
     CANCEL,
     CANCEL_X,
@@ -35,6 +36,7 @@ from pipeline.english.patterns import (
     NOT_NAMES,
     OTHER,
     OTHER_VERB,
+    POINTED_CHOICE,
     PREF,
     PRONOUN,
     QUESTION_START,
@@ -214,6 +216,10 @@ def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
     for pattern, needs in _AGREE:
         if not _ruled_out(low, needs) and (m := pattern.search(s)):
             value = clean_value(m["v"])
+            if POINTED_CHOICE.match(value):
+                # "the first option, Flight HAT136": the words after it name the choice.
+                named = APPOSITION.match(s, m.end("v"))
+                value = clean_value(named["v"]) if named else ""
             if value and (pattern is not CHOSEN_IT_IS or _named_choice(value)):
                 out.append(Candidate("agreement", "agreed", value, "channel"))
             break

@@ -163,6 +163,22 @@ def test_a_choice_named_before_it_is_is_an_agreement(text: str, value: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("I'll go with the first option, Flight HAT136.", "Flight HAT136"),
+        ("Let's go with the second one, the 9:40 to Lisbon", "9:40 to Lisbon"),
+        ("I'll go with Option 2, please.", None),
+        ("I'll go with Option 1. Please use my card.", None),
+    ],
+)
+def test_a_choice_that_points_at_a_list_is_named_by_what_follows_it(
+    text: str, value: str | None
+) -> None:
+    found = extract_memories(turn([(SARAH, text)]), TRAVEL)
+    assert [item.value for item in found if item.kind == "agreement"] == ([value] if value else [])
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "Then I don't know what it is.",
