@@ -430,7 +430,7 @@ AGREE = [
 ]
 CHOICE_WORDS_AT_MOST = 4
 # A choice that only points back at a list said before ("the first option", "Option 2") names
-# nothing a later reader could use: the message it answers holds the choice, not this one.
+# nothing a later reader could use by itself; what a comma puts after it may (APPOSITION).
 POINTED_CHOICE = re.compile(
     r"^(?:the )?(?:(?:first|second|third|fourth|last|other|former|latter|\d+(?:st|nd|rd|th)?)"
     r" (?:option|one|choice|plan)|(?:option|choice|plan) (?:#\s*)?(?:\d+|[a-d]|one|two|three))$",
