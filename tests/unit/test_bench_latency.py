@@ -85,3 +85,52 @@ def test_read_load_shares_every_query_among_its_callers_and_counts_failures() ->
     assert row["failed"] == 6 and row["calls"] == 54
     assert row["callers"] == 4 and callers <= {f"caller-{i}" for i in range(4)}
     assert row["calls_per_second"] > 0 and row["p50"] <= row["p95"] <= row["max"]
+
+
+def test_read_load_over_http_asks_again_on_a_connection_the_server_closed() -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from typing import Any
+
+    from bench.latency import Ask
+    from bench.readload import http_calls
+
+    bodies: list[tuple[str, dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            bodies.append((self.path, json.loads(self.rfile.read(length))))
+            answer = json.dumps([]).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            # Every connection is closed after its answer without saying so, as a keep-alive
+            # timeout closes an idle one: the client's next request on it fails.
+            self.close_connection = True
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        run, close = http_calls(server.server_address[1])
+        ask = Ask("a-1", None, "ch-1", "seat preference")
+        try:
+            for _ in range(3):
+                assert run["recall hybrid"](ask) == []
+            assert run["build_context"](ask) == []
+        finally:
+            close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [path for path, _ in bodies] == ["/v1/recall"] * 3 + ["/v1/context"]
+    assert bodies[0][1]["mode"] == "hybrid" and bodies[0][1]["query"] == "seat preference"
+    assert bodies[-1][1]["channel_id"] == "ch-1"
