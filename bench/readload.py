@@ -23,6 +23,7 @@ Run on a graph that `bench.latency` holds (its own Neo4j, one tenant of 10k or 1
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import os
@@ -43,7 +44,7 @@ from memsync.reading import Memory
 from memsync.settings import Settings
 from pipeline.embedder import make_embedder
 from pipeline.graph.store import GraphStore
-from schemas.recall import RecallMode, RecallQuery
+from schemas.recall import RecallMode
 from tests.datasets import TESTS_DATA_DIR
 from workers.local import services
 
@@ -51,33 +52,48 @@ Call = Callable[[Ask], object]
 KINDS = ("recall hybrid", "recall keyword", "build_context")
 
 
+def recall_body(ask: Ask, mode: RecallMode) -> dict[str, Any]:
+    """The recall a query asks for: a RecallQuery's fields, as `Memory.recall` and /v1/recall
+    take them."""
+    return {
+        "tenant": TENANT,
+        "agent_id": ask.agent_id,
+        "channel_id": ask.channel_id,
+        "query": ask.text,
+        "mode": mode,
+    }
+
+
+def context_body(ask: Ask) -> dict[str, Any]:
+    """The context a query asks for, as /v1/context takes it."""
+    return {
+        "tenant": TENANT,
+        "agent_id": ask.agent_id,
+        "channel_id": ask.context_channel,
+        "query": ask.text,
+    }
+
+
+def kinds_of(
+    recall: Callable[[dict[str, Any]], object], context: Callable[[dict[str, Any]], object]
+) -> dict[str, Call]:
+    """Each kind asked of a reader that takes the bodies above."""
+    return {
+        "recall hybrid": lambda ask: recall(recall_body(ask, "hybrid")),
+        "recall keyword": lambda ask: recall(recall_body(ask, "keyword")),
+        "build_context": lambda ask: context(context_body(ask)),
+    }
+
+
 def calls(memory: Memory) -> dict[str, Call]:
     """Each kind as a platform makes it, through the public reading API."""
 
-    def recall_in(mode: RecallMode) -> Call:
-        def run(ask: Ask) -> object:
-            return memory.recall(
-                RecallQuery(
-                    tenant=TENANT,
-                    agent_id=ask.agent_id,
-                    channel_id=ask.channel_id,
-                    query=ask.text,
-                    mode=mode,
-                )
-            )
-
-        return run
-
-    def context(ask: Ask) -> object:
+    def context(body: dict[str, Any]) -> object:
         return memory.build_context(
-            ask.agent_id, ask.context_channel, tenant=TENANT, query=ask.text
+            body["agent_id"], body["channel_id"], tenant=body["tenant"], query=body["query"]
         )
 
-    return {
-        "recall hybrid": recall_in("hybrid"),
-        "recall keyword": recall_in("keyword"),
-        "build_context": context,
-    }
+    return kinds_of(lambda body: memory.recall(**body), context)
 
 
 def http_calls(port: int) -> tuple[dict[str, Call], Callable[[], None]]:
@@ -117,37 +133,7 @@ def http_calls(port: int) -> tuple[dict[str, Call], Callable[[], None]]:
             return json.loads(answer)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def recall_in(mode: RecallMode) -> Call:
-        def run(ask: Ask) -> object:
-            return post(
-                "/v1/recall",
-                {
-                    "tenant": TENANT,
-                    "agent_id": ask.agent_id,
-                    "channel_id": ask.channel_id,
-                    "query": ask.text,
-                    "mode": mode,
-                },
-            )
-
-        return run
-
-    def context(ask: Ask) -> object:
-        return post(
-            "/v1/context",
-            {
-                "tenant": TENANT,
-                "agent_id": ask.agent_id,
-                "channel_id": ask.context_channel,
-                "query": ask.text,
-            },
-        )
-
-    kinds: dict[str, Call] = {
-        "recall hybrid": recall_in("hybrid"),
-        "recall keyword": recall_in("keyword"),
-        "build_context": context,
-    }
+    kinds = kinds_of(lambda body: post("/v1/recall", body), lambda body: post("/v1/context", body))
     return kinds, close
 
 
@@ -186,23 +172,16 @@ def served(uri: str, cache_mb: int) -> Iterator[tuple[int, int]]:
         log.close()
 
 
-def _quiet(pid: int) -> None:
-    settle(pid)
-
-
-def _loaded(graph: GraphStore) -> None:
-    graph.vectors.wait_for_loads(600)
-
-
 def _answers(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, 2)
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, 2)
         connection.request("GET", "/v1/health")
         connection.getresponse().read()
-        connection.close()
         return True
     except OSError:
         return False
+    finally:
+        connection.close()
 
 
 def run_level(
@@ -253,6 +232,7 @@ def run_level(
         "callers": callers,
         "calls": len(took),
         "failed": len(failures),
+        "first_failure": repr(failures[0]) if failures else None,
         "calls_per_second": len(took) / wall,
         "reader_cpu_ms": (reader_cpu() - cpu) * 1000 / done,
         "neo4j_cpu_ms": (_cpu_seconds(neo4j_pid) - neo4j_cpu) * 1000 / done,
@@ -313,7 +293,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             for callers in levels:
                 row = run_level(run[kind], queries, callers, held["pid"], reader_pid)
                 rows.append(row)
-                failed = f"  {row['failed']} failed" if row["failed"] else ""
+                failed = (
+                    f"  {row['failed']} failed, first: {row['first_failure']}"
+                    if row["failed"]
+                    else ""
+                )
                 say(
                     f"  {callers:>7} {row['calls_per_second']:>9.1f} {row['p50']:>7.1f} "
                     f"{row['p95']:>7.1f} {row['p99']:>7.1f} {row['reader_cpu_ms']:>12.1f} "
@@ -331,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 @contextmanager
 def reader(
     uri: str, cache_mb: int, *, serve: bool
-) -> Iterator[tuple[dict[str, Call], int | None, Callable[[], None]]]:
+) -> Iterator[tuple[dict[str, Call], int | None, Callable[[], object]]]:
     """The calls of a `Memory` in this process or of `memsync serve`; the reader's pid when it
     is another process; and a wait until the reader's vector cache holds what was asked for."""
     if serve:
@@ -339,7 +323,7 @@ def reader(
             run, close = http_calls(port)
             try:
                 # The server's background loads are done when it goes quiet.
-                yield run, pid, lambda: _quiet(pid)
+                yield run, pid, functools.partial(settle, pid)
             finally:
                 close()
         return
@@ -353,7 +337,7 @@ def reader(
         owns_graph=True,
     )
     try:
-        yield calls(memory), None, lambda: _loaded(graph)
+        yield calls(memory), None, functools.partial(graph.vectors.wait_for_loads, 600)
     finally:
         memory.close()
 

@@ -273,7 +273,7 @@ class Result:
 
 def evaluate(cases: Sequence[Case], rank: Ranker, held: Mapping[str, str] | None = None) -> Result:
     """Every case asked of `rank`; with `held` (message id to channel id), each held to the
-    channel of its first answering message, as `build_context` asks in a conversation."""
+    channel of its answering messages (one conversation's), as `build_context` asks in one."""
     result = Result()
     started = time.perf_counter()
     for case in cases:

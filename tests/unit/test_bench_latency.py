@@ -83,6 +83,7 @@ def test_read_load_shares_every_query_among_its_callers_and_counts_failures() ->
     row = run_level(call, queries, 4, os.getpid())
     assert sorted(seen) == sorted(q.text for q in queries)
     assert row["failed"] == 6 and row["calls"] == 54
+    assert row["first_failure"] == "RuntimeError('refused')"
     assert row["callers"] == 4 and callers <= {f"caller-{i}" for i in range(4)}
     assert row["calls_per_second"] > 0 and row["p50"] <= row["p95"] <= row["max"]
 
@@ -134,3 +135,32 @@ def test_read_load_over_http_asks_again_on_a_connection_the_server_closed() -> N
     assert [path for path, _ in bodies] == ["/v1/recall"] * 3 + ["/v1/context"]
     assert bodies[0][1]["mode"] == "hybrid" and bodies[0][1]["query"] == "seat preference"
     assert bodies[-1][1]["channel_id"] == "ch-1"
+
+
+def test_read_load_asks_a_memory_what_it_asks_over_http() -> None:
+    from typing import Any, cast
+
+    from bench.latency import Ask
+    from bench.readload import calls, context_body, recall_body
+    from memsync.reading import Memory
+
+    asked: list[tuple[str, Any]] = []
+
+    class Recording:
+        def recall(self, **fields: Any) -> object:
+            asked.append(("recall", fields))
+            return []
+
+        def build_context(self, agent: str, channel: str, **kw: Any) -> object:
+            asked.append(("context", {"agent_id": agent, "channel_id": channel, **kw}))
+            return None
+
+    run = calls(cast(Memory, Recording()))
+    ask = Ask("a-1", None, "ch-1", "seat preference")
+    for kind in ("recall hybrid", "recall keyword", "build_context"):
+        run[kind](ask)
+    assert asked == [
+        ("recall", recall_body(ask, "hybrid")),
+        ("recall", recall_body(ask, "keyword")),
+        ("context", context_body(ask)),
+    ]
