@@ -78,7 +78,17 @@ _ASKED: Final[tuple[tuple[re.Pattern[str], frozenset[ValueKind]], ...]] = (
         re.compile(r"\bwhat time\b|\bhow (?:early|late)\b|\b(?:latest|earliest)\b", re.I),
         frozenset({"time"}),
     ),
-    (re.compile(r"\bwhen\b|\bby what time\b", re.I), frozenset({"time", "date"})),
+    (
+        # "when" asks for a time only when no other question word leads: "Who is meeting him
+        # when he lands?" asks for a person, "Where should the truck stop when delivering?" a
+        # place.
+        re.compile(
+            r"^(?!.*\b(?:who|whom|whose|what|which|where|why|how)\b).*\bwhen\b"
+            r"|\bby what time\b",
+            re.I | re.S,
+        ),
+        frozenset({"time", "date"}),
+    ),
     (
         re.compile(
             r"\b(?:what|which)(?:'s| is| was)? (?:the )?(?:day|date|month|year|weekday|night)\b"

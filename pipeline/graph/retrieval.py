@@ -60,11 +60,11 @@ def run_combined(
     rows: Rows,
     *,
     segments: dict[str, tuple[float, list[str]]] | None = None,
-    said: dict[str, float] | None = None,
+    said: Rows | None = None,
 ) -> dict[str, float]:
     """Run the parts as one statement; each row's score by key, its row kept in `rows` (a
-    segment's score and covered episode keys go to `segments` instead, an episode's content
-    score to `said`)."""
+    segment's score and covered episode keys go to `segments` instead, an episode found by its
+    content alone to `said`)."""
     if not parts:
         return {}
     statement = search_cypher.combined(tuple(parts))
@@ -78,7 +78,7 @@ def run_combined(
             continue
         if label == search_cypher.SAID_PART:
             if said is not None:
-                said.update((row["key"], float(row["score"])) for row in record["rows"])
+                said.update((raw["key"], ("episode", search_row(raw))) for raw in record["rows"])
             continue
         kind = KINDS[label]
         for raw in record["rows"]:

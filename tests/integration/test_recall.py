@@ -348,6 +348,30 @@ def test_a_keyword_score_is_what_was_said_plus_who_said_it(graph: GraphStore, wo
     assert keyword["a1"] == pytest.approx(keyword["a5"], rel=1e-5)
 
 
+def test_a_message_saying_what_was_asked_is_a_candidate_beside_the_named_speakers(
+    graph: GraphStore, world: World
+) -> None:
+    # Every message of Devon's matches "Devon" on its label, so his "Actually I prefer an aisle
+    # seat now" leads the keyword search. With room for one candidate it alone would be one,
+    # and Sarah's shorter "I prefer an aisle seat", the best match by its words alone, would
+    # not.
+    query = RecallQuery(
+        tenant=world.tenant, agent_id="a-travel", query="Devon aisle seat", channel_id="ch-a"
+    )
+    params = search._scope_params(query, "never")
+    lucene = lucene_query(query.query)
+    assert lucene is not None
+    said: dict[str, float] = {}
+    rows: dict[str, Any] = {}
+    a2, a6 = (episode_key(world.tenant, "ch-a", n) for n in ("a2", "a6"))
+    with graph.session(write=False) as session:
+        ask = Ask(graph, query, params, 1, search._online_indexes(graph, session))
+        found = search._keyword_search(ask, session, lucene, rows, segments={}, said=said)
+    assert max(said, key=lambda k: said[k]) == a2
+    assert found[a6] > found[a2] == pytest.approx(said[a2])
+    assert rows[a2][1]["text"] == "I prefer an aisle seat"
+
+
 def test_no_query_gives_recent_memory(graph: GraphStore, world: World) -> None:
     recent = ask(graph, world, query="?!", channel_id="ch-a", limit=2)
     assert [i.evidence for i in recent] == [["a6"], ["a5"]]

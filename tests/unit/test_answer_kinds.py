@@ -15,6 +15,8 @@ ALL: frozenset[ValueKind] = frozenset({"time", "date", "money", "duration", "cou
         ("What time does her train leave?", {"time"}),
         ("What's the latest she can check out?", {"time"}),
         ("When is the follow-up call?", {"time", "date"}),
+        ("Can you tell me when she lands?", {"time", "date"}),
+        ("By what time must he check in?", {"time", "date"}),
         ("Which day of the month is rent taken?", {"date"}),
         ("What date did they move the launch to?", {"date"}),
         ("How much did the repair cost?", {"money"}),
@@ -27,6 +29,10 @@ ALL: frozenset[ValueKind] = frozenset({"time", "date", "money", "duration", "cou
         # Asking for no value of these kinds: reasons, people, preferences, events.
         ("Why did she cancel?", set()),
         ("Who is picking up the keys?", set()),
+        # "when" in a clause of a question asking for something else.
+        ("Who is meeting her son when he lands?", set()),
+        ("Where should the truck stop when delivering?", set()),
+        ("When he moved the flight, which airport did he connect through?", set()),
         ("What kind of seat does he like?", set()),
         ("", set()),
     ],

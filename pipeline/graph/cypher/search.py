@@ -293,16 +293,12 @@ RETURN s.key AS key, coalesce(s.episode_keys, []) AS covers, score
 ORDER BY score DESC, key
 LIMIT $limit
 """
-# The same words asked of what episodes say alone (content_query), not of who said them: recall
-# lets a neighbour pass on only that part of its keyword score. Keys only: they are matched to
-# the keyword hits, which the scope filter has already passed.
+# The same words asked of what episodes say alone (content_query), not of who said them, under
+# the same scope: recall lets a neighbour pass on only that part of its keyword score, and the
+# best of these are candidates too, so a question naming someone does not crowd out, with
+# everything that person said, the message that says what was asked.
 SAID_PART: Final = "Said"
-SAID_KEYWORD_SEARCH: Final = f"""{_FULLTEXT}WITH node AS e, score
-WHERE e:{EPISODE}
-RETURN e.key AS key, score
-ORDER BY score DESC, key
-LIMIT $limit
-"""
+SAID_KEYWORD_SEARCH: Final = _search(_FULLTEXT, EPISODE)
 # Per label (episodes, facts, commitments): the reader's vector cache proposed `$candidates`
 # (key, score); the agent's whole scope is checked here, on the nodes as they are now.
 CACHED_VECTOR_SEARCH: Final = {
@@ -351,7 +347,7 @@ _COLUMNS: Final = {
     "channel_id score",
     SUMMARY: "key text created_at channel_id channel_key score",
     SEGMENT: "key covers score",
-    SAID_PART: "key score",
+    SAID_PART: f"{_EPISODE_COLUMNS} score",
 }
 # The parameters that differ between labels; a combined statement names them per label.
 _PER_LABEL = re.compile(r"\$(index|lucene|k|limit|candidates)\b")
