@@ -325,19 +325,27 @@ def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
     assert shown[0].matched and set(shown[0].matched) <= set(shown[0].evidence)
 
 
+def keyword_search(
+    graph: GraphStore, world: World, text: str, *, fetch: int
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    """The keyword retriever alone, in channel A as the Travel Agent, `fetch` candidates deep:
+    its scores, the content-only scores, and the rows it read."""
+    query = RecallQuery(tenant=world.tenant, agent_id="a-travel", query=text, channel_id="ch-a")
+    lucene = lucene_query(text)
+    assert lucene is not None
+    said: dict[str, float] = {}
+    rows: dict[str, Any] = {}
+    with graph.session(write=False) as session:
+        online = search._online_indexes(graph, session)
+        ask = Ask(graph, query, search._scope_params(query, "never"), fetch, online)
+        found = search._keyword_search(ask, session, lucene, rows, segments={}, said=said)
+    return found, said, rows
+
+
 def test_a_keyword_score_is_what_was_said_plus_who_said_it(graph: GraphStore, world: World) -> None:
     # Recall lets a neighbour pass on only what it said (rank.label_share): that rests on
     # Lucene adding up each field's score, so the content-only search is the content's part.
-    query = RecallQuery(
-        tenant=world.tenant, agent_id="a-travel", query="Devon hotel budget", channel_id="ch-a"
-    )
-    params = search._scope_params(query, "never")
-    lucene = lucene_query(query.query)
-    assert lucene is not None
-    said: dict[str, float] = {}
-    with graph.session(write=False) as session:
-        ask = Ask(graph, query, params, 30, search._online_indexes(graph, session))
-        found = search._keyword_search(ask, session, lucene, {}, segments={}, said=said)
+    found, said, _ = keyword_search(graph, world, "Devon hotel budget", fetch=30)
     ids = {episode_key(world.tenant, "ch-a", f"a{n}"): f"a{n}" for n in range(1, 7)}
     keyword = {ids[key]: score for key, score in found.items() if key in ids}
     said = {ids[key]: score for key, score in said.items() if key in ids}
@@ -355,18 +363,8 @@ def test_a_message_saying_what_was_asked_is_a_candidate_beside_the_named_speaker
     # seat now" leads the keyword search. With room for one candidate it alone would be one,
     # and Sarah's shorter "I prefer an aisle seat", the best match by its words alone, would
     # not.
-    query = RecallQuery(
-        tenant=world.tenant, agent_id="a-travel", query="Devon aisle seat", channel_id="ch-a"
-    )
-    params = search._scope_params(query, "never")
-    lucene = lucene_query(query.query)
-    assert lucene is not None
-    said: dict[str, float] = {}
-    rows: dict[str, Any] = {}
+    found, said, rows = keyword_search(graph, world, "Devon aisle seat", fetch=1)
     a2, a6 = (episode_key(world.tenant, "ch-a", n) for n in ("a2", "a6"))
-    with graph.session(write=False) as session:
-        ask = Ask(graph, query, params, 1, search._online_indexes(graph, session))
-        found = search._keyword_search(ask, session, lucene, rows, segments={}, said=said)
     assert max(said, key=lambda k: said[k]) == a2
     assert found[a6] > found[a2] == pytest.approx(said[a2])
     assert rows[a2][1]["text"] == "I prefer an aisle seat"
