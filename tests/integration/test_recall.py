@@ -326,11 +326,11 @@ def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
 
 
 def keyword_search(
-    graph: GraphStore, world: World, text: str, *, fetch: int
+    graph: GraphStore, tenant: str, channel: str, text: str, *, fetch: int
 ) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
-    """The keyword retriever alone, in channel A as the Travel Agent, `fetch` candidates deep:
+    """The keyword retriever alone, in `channel` as the Travel Agent, `fetch` candidates deep:
     its scores, the content-only scores, and the rows it read."""
-    query = RecallQuery(tenant=world.tenant, agent_id="a-travel", query=text, channel_id="ch-a")
+    query = RecallQuery(tenant=tenant, agent_id="a-travel", query=text, channel_id=channel)
     lucene = lucene_query(text)
     assert lucene is not None
     said: dict[str, float] = {}
@@ -345,7 +345,7 @@ def keyword_search(
 def test_a_keyword_score_is_what_was_said_plus_who_said_it(graph: GraphStore, world: World) -> None:
     # Recall lets a neighbour pass on only what it said (rank.label_share): that rests on
     # Lucene adding up each field's score, so the content-only search is the content's part.
-    found, said, _ = keyword_search(graph, world, "Devon hotel budget", fetch=30)
+    found, said, _ = keyword_search(graph, world.tenant, "ch-a", "Devon hotel budget", fetch=30)
     ids = {episode_key(world.tenant, "ch-a", f"a{n}"): f"a{n}" for n in range(1, 7)}
     keyword = {ids[key]: score for key, score in found.items() if key in ids}
     said = {ids[key]: score for key, score in said.items() if key in ids}
@@ -357,17 +357,30 @@ def test_a_keyword_score_is_what_was_said_plus_who_said_it(graph: GraphStore, wo
 
 
 def test_a_message_saying_what_was_asked_is_a_candidate_beside_the_named_speakers(
-    graph: GraphStore, world: World
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
 ) -> None:
-    # Every message of Devon's matches "Devon" on its label, so his "Actually I prefer an aisle
-    # seat now" leads the keyword search. With room for one candidate it alone would be one,
-    # and Sarah's shorter "I prefer an aisle seat", the best match by its words alone, would
-    # not.
-    found, said, rows = keyword_search(graph, world, "Devon aisle seat", fetch=1)
-    a2, a6 = (episode_key(world.tenant, "ch-a", n) for n in ("a2", "a6"))
-    assert max(said, key=lambda k: said[k]) == a2
-    assert found[a6] > found[a2] == pytest.approx(said[a2])
-    assert rows[a2][1]["text"] == "I prefer an aisle seat"
+    # A question naming someone matches everything they said on the speaker's label; a name
+    # no other message in the index carries outweighs a common word ("seat"). With room for one
+    # keyword candidate, one of Zed's greetings would take it, and Devon's message, the only
+    # one saying what was asked, would not be a candidate at all.
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    name = f"Zed{uuid.uuid4().hex[:8]} Q{uuid.uuid4().hex[:8]}"
+    zed = {"id": "u-zed", "kind": "human", "display_name": name, "handle": "zed"}
+    channel = {"id": "ch-z", "kind": "group", "title": "Seats"}
+    said_by = [("u-zed", "Hello there"), ("u-zed", "Good morning to you all")]
+    said_by += [("u-zed", "Thanks a lot"), ("u-devon", "The aisle seat is booked")]
+    messages = [
+        msg(f"z{n}", "user", sender, text, n) for n, (sender, text) in enumerate(said_by, start=1)
+    ]
+    grant_trust(graph, tenant, "u-devon", "u-zed", "team")
+    emit_all(settings, ledger, [event(tenant, "ev-z", channel, [DEVON, zed, TRAVEL], messages)])
+    found, said, rows = keyword_search(graph, tenant, "ch-z", f"{name} seat", fetch=1)
+    answer = episode_key(tenant, "ch-z", "z4")
+    assert set(said) == {answer}
+    zeds = [key for key in found if key != answer]
+    assert len(zeds) == 1 and rows[zeds[0]][1]["speaker_label"].startswith(name)
+    assert found[zeds[0]] > found[answer] == pytest.approx(said[answer])
+    assert rows[answer][1]["text"] == "The aisle seat is booked"
 
 
 def test_no_query_gives_recent_memory(graph: GraphStore, world: World) -> None:
