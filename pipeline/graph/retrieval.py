@@ -60,7 +60,7 @@ def run_combined(
     rows: Rows,
     *,
     segments: dict[str, tuple[float, list[str]]] | None = None,
-    said: Rows | None = None,
+    content: Rows | None = None,
 ) -> dict[str, float]:
     """Run the parts as one statement; each row's score by key, its row kept in `rows` (a
     segment's score and covered episode keys go to `segments` instead, an episode found by its
@@ -77,8 +77,8 @@ def run_combined(
                     segments[segment["key"]] = (float(segment["score"]), list(segment["covers"]))
             continue
         if label == search_cypher.SAID_PART:
-            if said is not None:
-                said.update((raw["key"], ("episode", search_row(raw))) for raw in record["rows"])
+            if content is not None:
+                content.update((raw["key"], ("episode", search_row(raw))) for raw in record["rows"])
             continue
         kind = KINDS[label]
         for raw in record["rows"]:

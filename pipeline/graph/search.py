@@ -256,14 +256,15 @@ def _keyword_search(
         values[per_label("limit", part)] = depth
         values[per_label("k", part)] = depth
     content: Rows = {}
-    found = run_combined(session, ask, parts, values, rows, segments=segments, said=content)
-    said.update((key, float(row["score"])) for key, (_, row) in content.items())
+    found = run_combined(session, ask, parts, values, rows, segments=segments, content=content)
+    scores = {key: float(row["score"]) for key, (_, row) in content.items()}
+    said.update(scores)
     # The best messages by what they say are candidates whatever their speaker: a question
     # naming a customer matches everything the customer said on the label, and those hits would
     # otherwise fill the list before the message saying what was asked (an agent's, say).
-    for key in sorted(said, key=lambda k: (-said[k], k))[:fetch]:
+    for key in sorted(scores, key=lambda k: (-scores[k], k))[:fetch]:
         rows.setdefault(key, content[key])
-        found[key] = max(found.get(key, 0.0), said[key])
+        found[key] = max(found.get(key, 0.0), scores[key])
     return found
 
 

@@ -8,6 +8,7 @@ from typing import Final
 from pipeline.graph.cypher.instant import micros
 from pipeline.graph.cypher.search import audience_filter as audience
 from pipeline.graph.cypher.search import observed_by_agent
+from pipeline.graph.cypher.summary import CURRENT_SUMMARY_MATCH
 from pipeline.graph.model import (
     AGENT,
     AGENT_NODE,
@@ -23,7 +24,6 @@ from pipeline.graph.model import (
     OWED_TO,
     PARTICIPANT,
     SAID,
-    SUMMARY,
 )
 
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
@@ -92,13 +92,8 @@ RETURN {{key: m.key, text: m.text, source: m.source, due: {micros("m.due")},
         to_channel: to:{CHANNEL}, {_provenance("m")}}} AS row
 """
 
-# The agent's current summary of the channel: one seek of the summary_agent_channel_current
-# index (only the current version carries current=true), as a list of at most one.
-_SUMMARY = f"""
-MATCH (s:{SUMMARY})
-WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.current = true
-  AND s.tenant = $tenant
-WITH s ORDER BY s.version DESC LIMIT 1
+# The agent's current summary of the channel, as a list of at most one.
+_SUMMARY = f"""{CURRENT_SUMMARY_MATCH}
 RETURN {{key: s.key, text: s.text, version: s.version,
         covers_until: {micros("s.covers_until")}}} AS row
 """

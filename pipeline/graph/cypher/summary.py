@@ -16,15 +16,15 @@ RETURN s.key AS key, s.tenant AS tenant, s.agent_key AS agent_key, s.channel_key
        s.anchored AS anchored, s.summarizer AS summarizer, s.written_at AS written_at
 """
 
-# One index seek (summary_agent_channel_current): only the current version carries current=true.
-CURRENT_SUMMARY: Final = f"""
+# The current summary of (agent, channel) as `s`, if any: one index seek
+# (summary_agent_channel_current), since only the current version carries current=true.
+CURRENT_SUMMARY_MATCH: Final = f"""
 MATCH (s:{SUMMARY})
 WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.current = true
   AND s.tenant = $tenant
-{_SUMMARY_FIELDS}
-ORDER BY s.version DESC
-LIMIT 1
+WITH s ORDER BY s.version DESC LIMIT 1
 """
+CURRENT_SUMMARY: Final = f"{CURRENT_SUMMARY_MATCH}{_SUMMARY_FIELDS}"
 
 # An episode `e` at or before the position ($until_time, $until_key) in (created_at, key)
 # order; a null position is open.
