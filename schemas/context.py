@@ -111,6 +111,9 @@ class ContextCommitment(BaseModel):
     source: Source | None = None
     learnt_in: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)
+    # The message it answers ("Name (@handle): text"), when its own words point back at it
+    # ("I'll do that for you"): without it the line names nothing to act on.
+    in_reply_to: str | None = None
 
     def line(self) -> str:
         due = f", due {self.due.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if self.due else ""
@@ -122,7 +125,20 @@ class ContextCommitment(BaseModel):
         if not said.startswith(self.owed_by.label):
             owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
             said = f"{self.owed_by.label} {owes}: {said}"
-        return f"- {said} ({since}{due}{mark})"
+        reply = f" (in reply to {_quote(self.in_reply_to)})" if self.in_reply_to else ""
+        return f"- {said}{reply} ({since}{due}{mark})"
+
+
+# How much of the message a commitment answers its line quotes: enough to say what was asked.
+_QUOTE_CHARS = 160
+
+
+def _quote(line: str) -> str:
+    """`line` in quotes, cut at a word boundary after at most _QUOTE_CHARS characters."""
+    text = " ".join(line.split())
+    if len(text) > _QUOTE_CHARS:
+        text = text[:_QUOTE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f'"{text}"'
 
 
 class Dropped(BaseModel):

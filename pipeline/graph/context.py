@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from pipeline.context import DEFAULT_BUDGET_TOKENS, STALE_AFTER_DAYS, fit, is_stale
 from pipeline.embedder import Embedder
+from pipeline.english.reference import refers_back
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
@@ -233,4 +234,13 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
         source=row["source"],
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),
+        in_reply_to=_asked(row),
     )
+
+
+def _asked(row: dict[str, Any]) -> str | None:
+    """The line of the message a commitment answers, when its text points back at one."""
+    if not row["asked"] or not refers_back(row["text"] or ""):
+        return None
+    asked = row["asked"][0]
+    return f"{asked['label']}: {asked['text']}" if asked["label"] else asked["text"]

@@ -364,3 +364,46 @@ def test_a_replaced_value_is_marked_where_it_is_shown(
     # The DM's own context names nothing of the group's.
     in_dm = build_context(graph, tenant, "a-travel", "dm-devon", query="middle seat")
     assert all(not m.changed for m in in_dm.memories)
+
+
+def test_a_commitment_that_points_back_quotes_what_it_answers(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    """A commitment such as "I'll do that for you" is shown with the message it answers: the
+    latest before it in its sitting by someone else. One whose words name what is owed quotes
+    nothing, and neither does one whose only earlier message by another speaker is from an
+    earlier sitting."""
+    tenant = f"x{uuid.uuid4().hex[:12]}"
+    hotels = {"id": "ch-h", "kind": "group", "title": "Hotels"}
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    asked = "Can you look up the Lisbon hotel prices for May?"
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-h",
+                hotels,
+                [DEVON, SARAH, TRAVEL],
+                [
+                    msg("h1", "user", "u-sarah", "I found a museum pass for Lisbon", 1),
+                    msg("h2", "user", "u-sarah", asked, 2),
+                    msg("h3", "user", "u-devon", "Good idea", 3),
+                    msg("h4", "user", "u-devon", "Sure, I'll do that for you by Friday", 4),
+                    msg("h5", "user", "u-devon", "And I'll send the train times tomorrow", 5),
+                    # 44 minutes after Sarah last spoke: another sitting.
+                    msg("h6", "user", "u-devon", "I'll check it tomorrow", 46),
+                ],
+            ),
+        ],
+    )
+    searchable(graph)
+    ctx = build_context(graph, tenant, "a-travel", "ch-h")
+    by_message = {c.evidence[0]: c for c in ctx.commitments}
+    assert set(by_message) == {"h4", "h5", "h6"}
+    assert by_message["h4"].in_reply_to == f"Sarah (@sarah): {asked}"
+    assert by_message["h5"].in_reply_to is None  # it names what is owed
+    assert by_message["h6"].in_reply_to is None  # Sarah's question was another sitting
+    [line] = [line for line in rendered(ctx).splitlines() if "do that for you" in line]
+    assert f'(in reply to "Sarah (@sarah): {asked}")' in line

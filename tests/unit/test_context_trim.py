@@ -284,3 +284,14 @@ def test_an_extracted_commitment_names_who_owes_it_once() -> None:
     assert ", due " in line
     # A bare value still says who owes whom.
     assert commitment("c-2").line().startswith("- Devon (@devon) owes Sarah (@sarah): send the")
+
+
+def test_a_commitment_that_answers_a_message_quotes_it_in_short() -> None:
+    sentence = "Devon (@devon) committed to Sarah (@sarah): do that for you"
+    asked = "Sarah (@sarah): Can you look up the Lisbon hotel prices for May? " + "x" * 300
+    owed = commitment("c-1", text=sentence).model_copy(update={"in_reply_to": asked})
+    line = owed.line()
+    assert line.startswith(f'- {sentence} (in reply to "Sarah (@sarah): Can you look up')
+    quoted = line.split('"')[1]
+    assert quoted.endswith(" ...") and len(quoted) <= 164
+    assert line.endswith(")") and "(since " in line

@@ -1,0 +1,20 @@
+"""Whether a line points back at something said before it ("I'll do that for you"): such a
+commitment names nothing a later reader can act on without the message it answers."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# A pronoun standing for something earlier. "that" opening a clause ("make sure that the
+# refund goes through", "so that you can") points forward, not back, so it does not count.
+_POINTS_BACK: Final = re.compile(
+    r"\b(?:it|this|them|those|these|that(?!\s+(?:the|a|an|i|you|we|he|she|they|it|my|your|"
+    r"our|his|her|their|there|is|was|will|would|should|can|could)\b))\b",
+    re.IGNORECASE,
+)
+
+
+def refers_back(text: str) -> bool:
+    """The text holds a pronoun that stands for something said before it."""
+    return _POINTS_BACK.search(text) is not None
