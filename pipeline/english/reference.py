@@ -15,6 +15,11 @@ _POINTS_BACK: Final = re.compile(
 )
 
 
+# The same test as a whole-string Cypher `=~` pattern (Java's syntax agrees here), so a graph
+# read can skip what cannot point back before seeking what it answers.
+POINTS_BACK_MATCH: Final = f"(?is).*(?:{_POINTS_BACK.pattern}).*"
+
+
 def refers_back(text: str) -> bool:
     """The text holds a pronoun that stands for something said before it."""
     return _POINTS_BACK.search(text) is not None

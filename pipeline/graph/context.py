@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from pipeline.context import DEFAULT_BUDGET_TOKENS, STALE_AFTER_DAYS, fit, is_stale
 from pipeline.embedder import Embedder
-from pipeline.english.reference import refers_back
+from pipeline.english.reference import POINTS_BACK_MATCH, refers_back
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
@@ -97,6 +97,7 @@ def build_context(
         "now": now,
         "scan": PRESENCE_SCAN,
         "limit": MAX_READ,
+        "points_back": POINTS_BACK_MATCH,
     }
     # Recall is independent of the rest: it runs in a thread of its own (with its own
     # sessions) while the channel, its people, facts, commitments and summary are read here in

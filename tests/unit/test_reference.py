@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from pipeline.english.reference import refers_back
+from pipeline.english.reference import POINTS_BACK_MATCH, refers_back
 
 
 @pytest.mark.parametrize(
@@ -32,3 +34,11 @@ def test_a_pronoun_for_something_said_before_points_back(text: str) -> None:
 )
 def test_words_that_name_what_is_owed_do_not(text: str) -> None:
     assert not refers_back(text)
+
+
+def test_the_graph_pattern_is_the_same_test_on_a_whole_string() -> None:
+    pattern = re.compile(POINTS_BACK_MATCH)
+    for text in ["Devon (@devon) committed to Sarah (@sarah): do that\nfor you", "Check IT"]:
+        assert pattern.fullmatch(text) and refers_back(text)
+    for text in ["Devon (@devon) committed: send the list", "make sure that the refund is done"]:
+        assert not pattern.fullmatch(text) and not refers_back(text)

@@ -83,8 +83,9 @@ RETURN {{key: f.key, subject_key: f.subject_key, text: f.text, source: f.source,
 
 # The message a commitment answers: the latest before its first evidence, in the same sitting
 # of that channel, said by someone else and observed by the agent ("I'll do that for you" names
-# nothing without it). The time bound is part of the index seek, so a long monologue before the
-# commitment costs at most one sitting's messages.
+# nothing without it); sought only for a commitment whose text points back (`$points_back`).
+# The time bound is part of the index seek, so a long monologue before the commitment costs at
+# most one sitting's messages.
 _ASKED_BY_OTHER = (
     "coalesce(p.speaker_id, '') <> coalesce(ev.speaker_id, '')"
     f" AND p.created_at >= ev.created_at - duration({{minutes: {SITTING_GAP // _MINUTE}}})"
@@ -92,6 +93,7 @@ _ASKED_BY_OTHER = (
 )
 _ASKED = f"""
 MATCH (m)-[:{EVIDENCE}]->(ev:{EPISODE})
+WHERE m.text =~ $points_back
 WITH ev ORDER BY ev.created_at, ev.key LIMIT 1
 CALL (ev) {{{adjacent("ev", "p", before=True, where=_ASKED_BY_OTHER)}
 }}
