@@ -20,15 +20,16 @@ import asyncio
 import atexit
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from memsync.readstats import ReadStats
 from memsync.settings import Settings
 from schemas.context import Context
 from schemas.event import Identifier, Tenant
-from schemas.recall import RecallItem, RecallQuery
+from schemas.recall import MAX_EXCLUDED, RecallItem, RecallQuery
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -42,6 +43,11 @@ DEFAULT_BUDGET_TOKENS: Final = 2000
 
 _TENANT: TypeAdapter[str] = TypeAdapter(Tenant)
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+# Titled, so that a bad id is reported as the argument's ("1 validation error for recent_ids").
+_RECENT_IDS: TypeAdapter[tuple[str, ...]] = TypeAdapter(
+    Annotated[tuple[Identifier, ...], Field(max_length=MAX_EXCLUDED)],
+    config=ConfigDict(title="recent_ids"),
+)
 
 
 class Memory:
@@ -107,10 +113,12 @@ class Memory:
         tenant: str = "default",
         query: str | None = None,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        recent_ids: Sequence[str] = (),
     ) -> Context:
         """What `agent` should be told before answering in `channel`, within `budget_tokens`
         (see pipeline/graph/context.py for what is included and pipeline/context.py for the
-        order in which it is cut)."""
+        order in which it is cut). `recent_ids`: the platform message ids of the recent window
+        the rendering goes in front of; memories never repeat them."""
         from pipeline.graph.context import build_context
 
         with self.stats.timed("build_context"):
@@ -123,6 +131,7 @@ class Memory:
                 budget_tokens=budget_tokens,
                 embedder=self.embedder,
                 dm_policy=self.dm_policy,
+                recent_ids=_RECENT_IDS.validate_python(tuple(recent_ids)),
             )
 
     async def arecall(
@@ -139,6 +148,7 @@ class Memory:
         tenant: str = "default",
         query: str | None = None,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        recent_ids: Sequence[str] = (),
     ) -> Context:
         """`build_context` in a worker thread, for asyncio callers."""
         return await asyncio.to_thread(
@@ -148,6 +158,7 @@ class Memory:
             tenant=tenant,
             query=query,
             budget_tokens=budget_tokens,
+            recent_ids=recent_ids,
         )
 
     def close(self) -> None:
@@ -196,10 +207,16 @@ def build_context(
     tenant: str = "default",
     query: str | None = None,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    recent_ids: Sequence[str] = (),
 ) -> Context:
     """`Memory.build_context` on the process-wide Memory."""
     return default_memory().build_context(
-        agent, channel, tenant=tenant, query=query, budget_tokens=budget_tokens
+        agent,
+        channel,
+        tenant=tenant,
+        query=query,
+        budget_tokens=budget_tokens,
+        recent_ids=recent_ids,
     )
 
 
@@ -215,8 +232,15 @@ async def abuild_context(
     tenant: str = "default",
     query: str | None = None,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    recent_ids: Sequence[str] = (),
 ) -> Context:
     """`build_context` for asyncio callers (a worker thread over the sync driver)."""
     return await asyncio.to_thread(
-        build_context, agent, channel, tenant=tenant, query=query, budget_tokens=budget_tokens
+        build_context,
+        agent,
+        channel,
+        tenant=tenant,
+        query=query,
+        budget_tokens=budget_tokens,
+        recent_ids=recent_ids,
     )

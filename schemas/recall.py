@@ -17,6 +17,8 @@ RECALL_KINDS: tuple[RecallKind, ...] = ("episode", "fact", "commitment", "summar
 # A query is a question, not a document: longer text only slows Lucene and the embedder down.
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 200
+# The most message ids one call may leave out (a platform's recent window is far shorter).
+MAX_EXCLUDED = 500
 
 
 class RecallQuery(BaseModel):
@@ -56,6 +58,9 @@ class RecallQuery(BaseModel):
     # flagged `current: false`.
     include_stale: bool = False
     include_closed: bool = False
+    # Platform message ids never shown (the caller's recent window, already in its prompt); they
+    # still lend relevance to the messages beside them, which may then be shown instead.
+    exclude_ids: tuple[Identifier, ...] = Field(default=(), max_length=MAX_EXCLUDED)
 
     @field_validator("kinds")
     @classmethod

@@ -213,6 +213,7 @@ def create_app(settings: Settings, *, extra_routers: Sequence[APIRouter] = ()) -
             tenant=asked.tenant,
             query=asked.query,
             budget_tokens=asked.budget_tokens,
+            recent_ids=asked.recent_ids,
         )
         return ContextAnswer(context=context, messages=context.render())
 

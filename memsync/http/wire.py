@@ -15,7 +15,7 @@ from pipeline.errors import InvalidEvent
 from pipeline.validate import MAX_EVENT_BYTES, validate_event
 from schemas.context import Context, Message
 from schemas.event import Identifier, Tenant, TurnEvent
-from schemas.recall import MAX_QUERY_CHARS
+from schemas.recall import MAX_EXCLUDED, MAX_QUERY_CHARS
 
 # A list of turns is refused past these bounds, before anything is parsed or emitted.
 MAX_TURNS_PER_REQUEST: Final = 500
@@ -66,6 +66,8 @@ class ContextRequest(BaseModel):
     channel_id: Identifier
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, ge=0, le=MAX_BUDGET_TOKENS)
+    # The platform message ids of the recent window the messages go in front of: never repeated.
+    recent_ids: list[Identifier] = Field(default_factory=list, max_length=MAX_EXCLUDED)
 
 
 class ContextAnswer(BaseModel):

@@ -14,13 +14,16 @@ from the graph within what that channel's audience may hear, then fitted to a to
   wrote nothing for the agent, so nothing of it can appear.
 - Commitments: open ones owed by or to the participants present, or to the channel; same rule.
 - Memories: `recall` of `query`, scoped to this channel (none without a query: the platform has
-  the recent window already); items already shown in another section are left out.
+  the recent window already); items already shown in another section are left out, and so are
+  the messages of the platform's recent window when it names them (`recent_ids`): the budget
+  goes to what the prompt does not already hold.
 
 The budget and its priority order are pipeline/context.py's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -65,8 +68,11 @@ def build_context(
     recall_limit: int = DEFAULT_RECALL_LIMIT,
     stale_after_days: int = STALE_AFTER_DAYS,
     now: datetime | None = None,
+    recent_ids: Sequence[str] = (),
 ) -> Context:
-    """The agent's context for the channel, fitted to `budget_tokens` (see the module doc)."""
+    """The agent's context for the channel, fitted to `budget_tokens` (see the module doc).
+    `recent_ids`: the platform's recent window, which the rendering goes in front of; memories
+    never repeat those messages."""
     if dm_policy not in DM_POLICIES:
         raise ConfigurationError(
             f"dm_memory_policy must be one of {', '.join(DM_POLICIES)} (got {dm_policy!r})"
@@ -83,6 +89,7 @@ def build_context(
             limit=recall_limit,
             # This channel's summary is its own section already; recall never adds another.
             kinds=_RECALL_KINDS,
+            exclude_ids=tuple(recent_ids),
         )
         if query and query.strip()
         else None

@@ -151,12 +151,28 @@ def _search(
             lists.append((normalise(found, floor=floor), VECTOR_WEIGHT))
     rows = {**vector_rows, **keyword_rows}
     relevance = segment_prior(combine(lists), segments)
-    hits = sorted(
-        (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
-    )[: query.limit]
+    hits = _hits(query, relevance, rows)
     around, changed = _neighbours(session, hits, params, query.neighbours)
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
     return _answer(query, relevance, rows, hits, around, passed=passed, changed=changed)
+
+
+def _hits(query: RecallQuery, relevance: dict[str, float], rows: Rows) -> list[str]:
+    """The best-scoring messages, until `limit` of them may be shown: a message the caller
+    excluded is kept as a hit (its neighbours are fetched and it lends them relevance) but does
+    not count."""
+    excluded = set(query.exclude_ids)
+    ranked = sorted(
+        (k for k in relevance if rows[k][0] == "episode"), key=lambda k: (-relevance[k], k)
+    )
+    hits: list[str] = []
+    shown = 0
+    for key in ranked:
+        if shown >= query.limit:
+            break
+        hits.append(key)
+        shown += rows[key][1]["id"] not in excluded
+    return hits
 
 
 def _answer(
@@ -190,9 +206,11 @@ def _answer(
         scores = lead_clear_match(
             scores, {key: coverage(terms, p.text) for key, p in passages.items()}
         )
+    excluded = set(query.exclude_ids)
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
         for key, p in passages.items()
+        if p.id not in excluded
     ]
     units += [
         # A summary row has no evidence column (it rests on no single message).
@@ -306,6 +324,7 @@ def _scope_params(query: RecallQuery, dm_policy: str) -> dict[str, Any]:
         "include_stale": query.include_stale,
         "include_closed": query.include_closed,
         "dm_policy": dm_policy,
+        "exclude_ids": list(query.exclude_ids),
     }
 
 

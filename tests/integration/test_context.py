@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from memsync.producer import Producer
 from memsync.reading import Memory
@@ -298,6 +299,27 @@ def test_the_platform_api_sync_and_async(
     assert any(i.kind == "fact" and i.text == AISLE for i in items)
 
 
+def shown_messages(ctx: Context) -> set[str]:
+    return {m for item in ctx.memories for m in item.evidence}
+
+
+def test_the_recent_window_is_never_repeated(
+    graph: GraphStore, world: World, settings: Settings
+) -> None:
+    """The messages the platform puts after the context are left out of its memories, which
+    show what came before them instead; the same through the platform API."""
+    assert {"a4", "a5"} <= shown_messages(context(graph, world, query="hotel budget"))
+    trimmed = context(graph, world, query="hotel budget", recent_ids=["a4", "a5"])
+    assert trimmed.memories and shown_messages(trimmed) <= {"a1", "a2", "a3"}
+    with Memory.from_settings(settings) as memory:
+        ctx = memory.build_context(
+            "a-travel", "ch-a", tenant=world.tenant, query="hotel budget", recent_ids=["a5"]
+        )
+        with pytest.raises(ValidationError, match="recent_ids"):
+            memory.build_context("a-travel", "ch-a", tenant=world.tenant, recent_ids=["a5", ""])
+    assert "a5" not in shown_messages(ctx) and "a4" in shown_messages(ctx)
+
+
 def test_cli_context(settings: Settings, world: World) -> None:
     args = ("context", "--agent", "a-travel", "--channel", "ch-a", "--tenant", world.tenant)
     shown = cli(settings, *args, "--query", "hotel budget", "--json")
@@ -312,6 +334,12 @@ def test_cli_context(settings: Settings, world: World) -> None:
     refused = cli(settings, *args, "--budget", "-1")
     assert refused.returncode == 2 and "budget" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+    recent = ("--query", "hotel budget", "--recent", "a4", "--recent", "a5", "--json")
+    trimmed = cli(settings, *args, *recent)
+    assert trimmed.returncode == 0, trimmed.stderr
+    assert not shown_messages(Context.model_validate(json.loads(trimmed.stdout))) & {"a4", "a5"}
+    refused = cli(settings, *args, "--recent", " ")
+    assert refused.returncode == 2 and "memsync: recent: " in refused.stderr, refused.stderr
 
 
 def test_a_replaced_value_is_marked_where_it_is_shown(

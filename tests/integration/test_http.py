@@ -139,6 +139,21 @@ def test_a_posted_turn_is_recalled_and_in_the_channels_context(server: Server, t
         assert counted['memsync_reader_call_seconds_count{call="build_context"}'] == 1
         assert counted['memsync_reader_call_seconds_sum{call="build_context"}'] > 0
 
+        # Named as the platform's recent window, the turn is not repeated among the memories.
+        trimmed = client.post(
+            "/v1/context",
+            json={
+                "tenant": tenant,
+                "agent_id": "a-own",
+                "channel_id": "dm-http",
+                "query": "window seats",
+                "recent_ids": ["m-e-http"],
+            },
+        )
+        assert trimmed.status_code == 200, trimmed.text
+        memories = trimmed.json()["context"]["memories"]
+        assert all("m-e-http" not in m["evidence"] for m in memories), memories
+
 
 def test_a_bad_turn_is_refused_naming_the_field(server: Server, tenant: str) -> None:
     event = _turn(tenant, "e-bad", "dm-bad", "hello")

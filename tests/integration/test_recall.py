@@ -313,6 +313,19 @@ def test_the_answer_next_to_the_matching_question_comes_with_it(
     assert alone.evidence == ["a3"]
 
 
+def test_an_excluded_message_is_never_shown_but_still_lifts_its_neighbours(
+    graph: GraphStore, world: World
+) -> None:
+    """The caller's recent window (`exclude_ids`) is never shown; the answer next to an
+    excluded question still is, on the question's relevance."""
+    found = episodes(ask(graph, world, query="hotel budget", channel_id="ch-a", exclude_ids=["a3"]))
+    shown = [m for item in found for m in item.evidence]
+    assert "a3" not in shown and "a4" in shown
+    assert all("a3" not in item.matched for item in found)
+    recent = ask(graph, world, query="?!", channel_id="ch-a", limit=2, exclude_ids=["a6"])
+    assert [i.evidence for i in recent] == [["a5"], ["a4"]]
+
+
 def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
     graph: GraphStore, world: World
 ) -> None:

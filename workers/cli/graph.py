@@ -54,6 +54,13 @@ def add_graph_commands(sub: Any) -> None:
         "--limit", type=int, default=None, help="budget in messages (default 10; 50 without query)"
     )
     rec.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
+    rec.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="MESSAGE_ID",
+        help="a platform message id never to show (repeat it)",
+    )
     rec.add_argument("--json", action="store_true")
     rec.set_defaults(handler=_recall)
 
@@ -64,6 +71,13 @@ def add_graph_commands(sub: Any) -> None:
     ctx.add_argument("--query", default=None, help="also recall memories relevant to this")
     ctx.add_argument(
         "--budget", type=int, default=None, help="token budget (default 2000); lowest priority cut"
+    )
+    ctx.add_argument(
+        "--recent",
+        action="append",
+        default=[],
+        metavar="MESSAGE_ID",
+        help="a message of the recent window the context goes before: never repeated (repeat it)",
     )
     ctx.add_argument("--json", action="store_true", help="the Context model, as JSON")
     ctx.set_defaults(handler=_context)
@@ -148,6 +162,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
             query=args.query,
             limit=args.limit if args.limit is not None else (10 if searching else 50),
             mode=args.mode,
+            exclude_ids=tuple(args.exclude),
         )
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -192,10 +207,17 @@ def _context(args: argparse.Namespace, settings: Settings) -> int:
     )
     try:
         context = memory.build_context(
-            args.agent, args.channel, tenant=args.tenant, query=args.query, budget_tokens=budget
+            args.agent,
+            args.channel,
+            tenant=args.tenant,
+            query=args.query,
+            budget_tokens=budget,
+            recent_ids=args.recent,
         )
     except ValidationError as exc:
         error = exc.errors()[0]
+        if exc.title == "recent_ids":
+            return _refuse(f"recent: {error['msg']}")
         return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
     if args.json:
         print(json.dumps(context.model_dump(mode="json"), indent=2))

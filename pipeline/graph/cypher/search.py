@@ -467,7 +467,8 @@ NEIGHBOURS: Final = (
 # No words to search for: the agent's most recent episodes in scope, newest first.
 RECENT_EPISODES: Final = f"""
 MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{OBSERVED}]->(e:{EPISODE})
-WHERE {_EPISODE_FILTER}WITH e ORDER BY e.created_at DESC, e.key DESC LIMIT $limit
+WHERE {_EPISODE_FILTER}  AND NOT e.id IN $exclude_ids
+WITH e ORDER BY e.created_at DESC, e.key DESC LIMIT $limit
 {_EPISODE_FIELDS}, 0.0 AS score
 ORDER BY created_at DESC, key DESC
 """
