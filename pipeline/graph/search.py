@@ -59,7 +59,7 @@ from pipeline.rank import (
     select,
 )
 from schemas.keys import channel_key, participant_key, scope_token
-from schemas.recall import Change, RecallItem, RecallKind, RecallQuery
+from schemas.recall import MAX_LIMIT, Change, RecallItem, RecallKind, RecallQuery
 
 DM_POLICIES: Final = ("never", "same_people")
 # How far each retriever is trusted, as the weight of its normalised scores; agreeing, they add
@@ -100,7 +100,11 @@ def recall(
         online = _online_indexes(graph, session)
         if lucene is None:
             return _recent(session, query, params)
-        fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH)
+        # Excluded messages (the caller's recent window) match best of all, so each retriever
+        # reads that many more candidates, up to MAX_LIMIT more.
+        fetch = max(query.limit * _FETCH_FACTOR, _MIN_FETCH) + min(
+            len(query.exclude_ids), MAX_LIMIT
+        )
         dimensions = embedder.dimensions if embedder else None
         ask = Ask(graph, query, params, fetch, online, dimensions)
         return _search(ask, session, lucene, embedder)

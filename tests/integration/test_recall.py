@@ -326,6 +326,30 @@ def test_an_excluded_message_is_never_shown_but_still_lifts_its_neighbours(
     assert [i.evidence for i in recent] == [["a5"], ["a4"]]
 
 
+def test_a_long_excluded_window_still_leaves_room_for_what_came_before(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    """Every retriever reads as many more candidates as the caller excluded: 35 recent messages
+    that match best of all do not hide the older, weaker match behind them."""
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    word = f"kw{uuid.uuid4().hex[:10]}"
+    channel = {"id": "ch-w", "kind": "group", "title": "Window"}
+    said = [("o0", f"Long ago we said something about {word} among many other words here")]
+    said += [(f"f{n}", f"Filler line number {n}") for n in range(1, 20)]
+    said += [(f"w{n}", f"{word} {word}") for n in range(20, 55)]
+    messages = [msg(mid, "user", "u-devon", text, n) for n, (mid, text) in enumerate(said)]
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    emit_all(settings, ledger, [event(tenant, "ev-w", channel, [DEVON, SARAH, TRAVEL], messages)])
+    searchable(graph)
+    recent = tuple(mid for mid, _ in said if mid.startswith("w"))
+    query = RecallQuery(
+        tenant=tenant, agent_id="a-travel", channel_id="ch-w", query=word, exclude_ids=recent
+    )
+    found = recall(graph, query, embedder=None, dm_policy="never")
+    shown = {m for item in found for m in item.evidence}
+    assert "o0" in shown and not shown & set(recent)
+
+
 def test_a_run_longer_than_a_window_is_cut_around_its_best_message(
     graph: GraphStore, world: World
 ) -> None:
