@@ -448,6 +448,17 @@ def test_cli_recall_json(settings: Settings, world: World) -> None:
 
     refused = cli(settings, "recall", "--agent", "a-travel", "--query", "x", "--limit", "0")
     assert refused.returncode == 2 and "limit" in refused.stderr
+    refused = cli(settings, "recall", "--agent", "a-travel", "--query", "x", "--exclude", " ")
+    assert refused.returncode == 2 and "memsync: exclude: " in refused.stderr, refused.stderr
+    left_out = cli(
+        settings,
+        "recall",
+        *("--agent", "a-travel", "--tenant", world.tenant, "--channel", "ch-a"),
+        *("--query", "seat preference", "--exclude", "a2", "--json"),
+    )
+    assert left_out.returncode == 0, left_out.stderr
+    episodes_shown = [i for i in json.loads(left_out.stdout) if i["kind"] == "episode"]
+    assert episodes_shown and all("a2" not in i["evidence"] for i in episodes_shown)
 
 
 # A question sharing no searchable word with the message that answers it, among distractors.

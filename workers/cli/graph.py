@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -24,6 +24,9 @@ from workers.cli.display import describe_memory
 from workers.cli.errors import EXIT_FAILED, EXIT_USAGE
 from workers.cli.privacy import add_sweep_command
 from workers.worker import runtime
+
+# RecallQuery fields whose command-line option has another name.
+_FLAGS: Final = {"exclude_ids": "exclude", "channel_id": "channel", "agent_id": "agent"}
 
 
 def _refuse(problem: str) -> int:
@@ -166,7 +169,9 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
+        field = str(error["loc"][0]) if error["loc"] else "query"
+        # Named as the option is: the query's field is `exclude_ids`, the flag `--exclude`.
+        return _refuse(f"{_FLAGS.get(field, field)}: {error['msg']}")
     by_meaning = searching and args.mode != "keyword"
     embedder = make_embedder(settings, use="once") if by_meaning else None
     items = search_memory(
