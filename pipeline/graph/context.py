@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from pipeline.context import DEFAULT_BUDGET_TOKENS, STALE_AFTER_DAYS, fit, is_stale
 from pipeline.embedder import Embedder
-from pipeline.english.reference import POINTS_BACK_MATCH, refers_back
+from pipeline.english.reference import POINTS_BACK_MATCH
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
 from pipeline.graph.search import DM_POLICIES, recall
@@ -247,8 +247,9 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
 
 
 def _asked(row: dict[str, Any]) -> str | None:
-    """The line of the message a commitment answers, when its text points back at one."""
-    if not row["asked"] or not refers_back(row["text"] or ""):
+    """The line of the message a commitment answers: the statement sought it only for a
+    commitment whose text points back (`$points_back`)."""
+    if not row["asked"]:
         return None
     asked = row["asked"][0]
     return f"{asked['label']}: {asked['text']}" if asked["label"] else asked["text"]

@@ -64,7 +64,7 @@ def run_combined(
 ) -> dict[str, float]:
     """Run the parts as one statement; each row's score by key, its row kept in `rows` (a
     segment's score and covered episode keys go to `segments` instead, an episode found by its
-    content alone to `said`)."""
+    content alone to `content`)."""
     if not parts:
         return {}
     statement = search_cypher.combined(tuple(parts))

@@ -107,16 +107,8 @@ def test_a_posted_turn_is_recalled_and_in_the_channels_context(server: Server, t
                 time.sleep(0.3)
         assert any("window seats" in item["text"] for item in found), found
 
-        context = client.post(
-            "/v1/context",
-            json={
-                "tenant": tenant,
-                "agent_id": "a-own",
-                "channel_id": "dm-http",
-                "query": "window seats",
-                "budget_tokens": 2000,
-            },
-        )
+        asked = {**ask, "query": "window seats"}
+        context = client.post("/v1/context", json={**asked, "budget_tokens": 2000})
         assert context.status_code == 200, context.text
         body = context.json()
         assert body["context"]["channel"]["id"] == "dm-http"
@@ -140,16 +132,7 @@ def test_a_posted_turn_is_recalled_and_in_the_channels_context(server: Server, t
         assert counted['memsync_reader_call_seconds_sum{call="build_context"}'] > 0
 
         # Named as the platform's recent window, the turn is not repeated among the memories.
-        trimmed = client.post(
-            "/v1/context",
-            json={
-                "tenant": tenant,
-                "agent_id": "a-own",
-                "channel_id": "dm-http",
-                "query": "window seats",
-                "recent_ids": ["m-e-http"],
-            },
-        )
+        trimmed = client.post("/v1/context", json={**asked, "recent_ids": ["m-e-http"]})
         assert trimmed.status_code == 200, trimmed.text
         memories = trimmed.json()["context"]["memories"]
         assert all("m-e-http" not in m["evidence"] for m in memories), memories

@@ -25,13 +25,23 @@ from workers.cli.errors import EXIT_FAILED, EXIT_USAGE
 from workers.cli.privacy import add_sweep_command
 from workers.worker import runtime
 
-# RecallQuery fields whose command-line option has another name.
-_FLAGS: Final = {"exclude_ids": "exclude", "channel_id": "channel", "agent_id": "agent"}
+# Fields (or titled arguments) whose command-line option has another name.
+_FLAGS: Final = {"exclude_ids": "exclude", "recent_ids": "recent"}
 
 
 def _refuse(problem: str) -> int:
     print(f"memsync: {problem}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _refuse_invalid(exc: ValidationError) -> int:
+    """The first problem, named as its option is: a titled argument (`recent_ids`) by its
+    title, a model's field by its name."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error["loc"] else "query"
+    if exc.title in _FLAGS:
+        field = exc.title
+    return _refuse(f"{_FLAGS.get(field, field)}: {error['msg']}")
 
 
 def add_graph_commands(sub: Any) -> None:
@@ -168,10 +178,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
             exclude_ids=tuple(args.exclude),
         )
     except ValidationError as exc:
-        error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else "query"
-        # Named as the option is: the query's field is `exclude_ids`, the flag `--exclude`.
-        return _refuse(f"{_FLAGS.get(field, field)}: {error['msg']}")
+        return _refuse_invalid(exc)
     by_meaning = searching and args.mode != "keyword"
     embedder = make_embedder(settings, use="once") if by_meaning else None
     items = search_memory(
@@ -220,10 +227,7 @@ def _context(args: argparse.Namespace, settings: Settings) -> int:
             recent_ids=args.recent,
         )
     except ValidationError as exc:
-        error = exc.errors()[0]
-        if exc.title == "recent_ids":
-            return _refuse(f"recent: {error['msg']}")
-        return _refuse(f"{error['loc'][0] if error['loc'] else 'query'}: {error['msg']}")
+        return _refuse_invalid(exc)
     if args.json:
         print(json.dumps(context.model_dump(mode="json"), indent=2))
         return 0
