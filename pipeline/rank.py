@@ -40,6 +40,12 @@ message holds most of the question's content words (CLEAR_MATCH_COVERAGE, pipeli
 terms.py) and no other holds as many, the question is a lexical one and that message leads.
 Paraphrased questions rarely have such a message, so they keep the context ranking.
 
+Current values (`prefer_current`): memory that shows an old value first misleads ("what is the
+budget?" answered by "my budget is 2000 EUR" when "update: it is 2500 EUR" came later). When a
+candidate message backs a fact that a later message of its channel replaced, and that later
+message is a candidate too, the later one is raised just above it, so the current value is
+shown first and the old one, marked as replaced, after it.
+
 Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
 (facts, commitments, summaries, which cost the evidence they add, at least one) are taken best
 first while they fit; chosen messages that follow each other in their channel are then shown
@@ -243,6 +249,26 @@ def lead_clear_match(
     lead = ranked[0][1]
     best = max(value for key, value in scores.items() if key != lead) if len(scores) > 1 else 0.0
     return {**scores, lead: max(scores[lead], math.nextafter(best, math.inf))}
+
+
+def prefer_current(
+    scores: Mapping[str, float],
+    passages: Mapping[str, Passage],
+    replaced_by: Mapping[str, Iterable[str]],
+) -> dict[str, float]:
+    """`scores` with every message that replaced a value (its platform id among
+    `replaced_by[key]`, in the channel of message `key`) raised just above the message `key`
+    whose value it replaced. Both must be among `passages`; the rest is unchanged."""
+    raised = dict(scores)
+    by_id = {(p.channel, p.id): key for key, p in passages.items()}
+    for key, ids in replaced_by.items():
+        if key not in raised or key not in passages:
+            continue
+        channel = passages[key].channel
+        for later in {by_id[channel, i] for i in ids if (channel, i) in by_id} - {key}:
+            if later in raised:
+                raised[later] = max(raised[later], math.nextafter(raised[key], math.inf))
+    return raised
 
 
 @dataclass(frozen=True)

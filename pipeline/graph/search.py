@@ -53,6 +53,7 @@ from pipeline.rank import (
     label_share,
     lead_clear_match,
     normalise,
+    prefer_current,
     prefer_stated,
     runs,
     segment_prior,
@@ -190,8 +191,8 @@ def _answer(
     changed: dict[str, list[Change]],
 ) -> list[RecallItem]:
     """Score messages with their context (each neighbour passing on its `passed` relevance) and
-    the kind of value they state, let a clear lexical match lead, fill the budget, and show the
-    chosen ones as windows."""
+    the kind of value they state, let a clear lexical match lead and a replacing value lead the
+    value it replaced, fill the budget, and show the chosen ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
@@ -210,6 +211,11 @@ def _answer(
         scores = lead_clear_match(
             scores, {key: coverage(terms, p.text) for key, p in passages.items()}
         )
+    scores = prefer_current(
+        scores,
+        passages,
+        {key: [i for c in changed.get(key, ()) for i in c.evidence] for key in passages},
+    )
     excluded = set(query.exclude_ids)
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)

@@ -566,3 +566,60 @@ def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
     # holds because of them.
     monkeypatch.setattr(search, "lead_clear_match", lambda scores, coverage: dict(scores))
     assert first().channel_id == "ch-sale"
+
+
+def test_a_replacing_value_leads_the_value_it_replaced(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    ledger: Ledger,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The old budget sits among messages about the hotel the question names, so it matches
+    # best; the update came later in the same channel and replaced the fact the old one backs.
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    channel = {"id": "ch-porto", "kind": "group", "title": "Porto"}
+    said = [
+        ("a-travel", "Let's sort out the Porto hotel for the offsite."),
+        ("u-devon", "My budget is 2000 EUR."),
+        ("a-travel", "Noted, I'll look for a Porto hotel under that."),
+        ("u-devon", "Something quiet, please, away from the nightlife."),
+        ("a-travel", "There are two by the river and one near the station."),
+        ("u-devon", "By the river sounds right."),
+        ("a-travel", "I'll send both riverside options tonight."),
+        ("u-devon", "Update: my budget is 2500 EUR."),
+        ("a-travel", "Got it."),
+    ]
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-porto",
+                channel,
+                [DEVON, TRAVEL],
+                [
+                    msg(f"p{n}", "assistant" if who == "a-travel" else "user", who, text, n)
+                    for n, (who, text) in enumerate(said)
+                ],
+            )
+        ],
+    )
+    searchable(graph)
+    query = RecallQuery(
+        tenant=tenant, agent_id="a-travel", query="What is the budget for the Porto hotel?"
+    )
+
+    def shown() -> list[RecallItem]:
+        return episodes(recall(graph, query, embedder=None, dm_policy="never"))
+
+    first, *rest = shown()
+    assert "p7" in first.evidence and "p1" not in first.evidence, shown()
+    [old] = [item for item in rest if "p1" in item.evidence]
+    assert [(c.now, c.evidence) for c in old.changed] == [
+        ("Devon (@devon)'s budget is 2500 EUR", ["p7"])
+    ]
+    # Without the rule the old value comes first, so the test above holds because of it.
+    monkeypatch.setattr(search, "prefer_current", lambda scores, passages, replaced_by: scores)
+    assert "p1" in shown()[0].evidence

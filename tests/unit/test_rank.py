@@ -21,6 +21,7 @@ from pipeline.rank import (
     label_share,
     lead_clear_match,
     normalise,
+    prefer_current,
     prefer_stated,
     runs,
     select,
@@ -274,3 +275,16 @@ def test_no_clear_match_below_the_share_or_on_a_tie() -> None:
 def test_a_clear_match_already_first_keeps_its_score() -> None:
     scores = {"a": 2.0, "b": 1.0}
     assert lead_clear_match(scores, {"a": 1.0, "b": 0.5}) == scores
+
+
+def test_a_replacing_value_is_raised_just_above_the_value_it_replaced() -> None:
+    passages = {p.key: p for p in (passage(1), passage(5), passage(7))}
+    passages["k05b"] = dataclasses.replace(passage(5, "c2"), key="k05b")
+    scores = {"k01": 2.0, "k05": 0.5, "k07": 3.0, "k05b": 0.1}
+    # m5 replaced what k01 said, in k01's channel; the m5 of another channel is not it.
+    raised = prefer_current(scores, passages, {"k01": ["m5", "m9"]})
+    assert raised["k05"] > scores["k01"] and raised["k05"] < scores["k07"]
+    assert raised["k05b"] == 0.1 and raised["k01"] == 2.0 and raised["k07"] == 3.0
+    # Already above: unchanged; no replacement among the candidates: nothing moves.
+    assert prefer_current(scores, passages, {"k01": ["m7"]}) == scores
+    assert prefer_current(scores, passages, {"k01": ["m9"], "k99": ["m5"]}) == scores
