@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.memory import Source
-from schemas.recall import RecallItem
+from schemas.recall import RecallItem, quote
 
 Section = Literal["header", "summary", "commitments", "facts", "memories"]
 SECTIONS: tuple[Section, ...] = ("header", "summary", "commitments", "facts", "memories")
@@ -125,20 +125,8 @@ class ContextCommitment(BaseModel):
         if not said.startswith(self.owed_by.label):
             owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
             said = f"{self.owed_by.label} {owes}: {said}"
-        reply = f" (in reply to {_quote(self.in_reply_to)})" if self.in_reply_to else ""
+        reply = f" (in reply to {quote(self.in_reply_to)})" if self.in_reply_to else ""
         return f"- {said}{reply} ({since}{due}{mark})"
-
-
-# How much of the message a commitment answers its line quotes: enough to say what was asked.
-_QUOTE_CHARS = 160
-
-
-def _quote(line: str) -> str:
-    """`line` in quotes, cut at a word boundary after at most _QUOTE_CHARS characters."""
-    text = " ".join(line.split())
-    if len(text) > _QUOTE_CHARS:
-        text = text[:_QUOTE_CHARS].rsplit(" ", 1)[0] + " ..."
-    return f'"{text}"'
 
 
 class Dropped(BaseModel):
@@ -256,7 +244,7 @@ def _memory_line(item: RecallItem) -> str:
         mark = f" (said by {item.speaker_label or 'someone else'}, unverified)"
     elif item.source is not None:
         mark = f" ({_PROVENANCE[item.source]})"
-    return f"{head} {item.kind}: {item.text}{mark}"
+    return f"{head} {item.kind}: {item.text}{item.reply_note()}{mark}"
 
 
 __all__ = [

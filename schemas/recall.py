@@ -134,6 +134,25 @@ class RecallItem(BaseModel):
     # For an episode: facts its messages gave that a later message in the same channel replaced,
     # so an old value shown in a window never reads as current.
     changed: list[Change] = Field(default_factory=list)
+    # For a commitment whose own words point back ("I'll do that for you"): the message it
+    # answers, "Name (@handle): text"; without it the item names nothing to act on.
+    in_reply_to: str | None = None
+
+    def reply_note(self) -> str:
+        """' (in reply to "...")' when the item answers a message, else nothing."""
+        return f" (in reply to {quote(self.in_reply_to)})" if self.in_reply_to else ""
+
+
+# How much of the message a commitment answers a line quotes: enough to say what was asked.
+_QUOTE_CHARS = 160
+
+
+def quote(line: str) -> str:
+    """`line` in quotes, cut at a word boundary after at most _QUOTE_CHARS characters."""
+    text = " ".join(line.split())
+    if len(text) > _QUOTE_CHARS:
+        text = text[:_QUOTE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f'"{text}"'
 
 
 __all__ = [
@@ -145,4 +164,5 @@ __all__ = [
     "RecallKind",
     "RecallMode",
     "RecallQuery",
+    "quote",
 ]

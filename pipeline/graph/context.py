@@ -33,6 +33,7 @@ from pipeline.embedder import Embedder
 from pipeline.english.reference import POINTS_BACK_MATCH
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
+from pipeline.graph.retrieval import asked_line
 from pipeline.graph.search import DM_POLICIES, recall
 from pipeline.graph.store import GraphStore, instant
 from schemas.context import (
@@ -242,14 +243,5 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
         source=row["source"],
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),
-        in_reply_to=_asked(row),
+        in_reply_to=asked_line(row["asked"]),
     )
-
-
-def _asked(row: dict[str, Any]) -> str | None:
-    """The line of the message a commitment answers: the statement sought it only for a
-    commitment whose text points back (`$points_back`)."""
-    if not row["asked"]:
-        return None
-    asked = row["asked"][0]
-    return f"{asked['label']}: {asked['text']}" if asked["label"] else asked["text"]

@@ -97,6 +97,15 @@ def oversample(label: str, query: RecallQuery) -> int:
     return 1
 
 
+def asked_line(asked: list[dict[str, Any]] | None) -> str | None:
+    """The line of the message a commitment answers, from its `asked` column (at most one row:
+    sought only for a commitment whose text points back)."""
+    if not asked:
+        return None
+    row = asked[0]
+    return f"{row['label']}: {row['text']}" if row["label"] else str(row["text"])
+
+
 def search_row(row: dict[str, Any]) -> dict[str, Any]:
     """A search row as read, its instant (sent as microseconds: cypher/instant.py) a datetime."""
     row["created_at"] = instant(row.get("created_at"))

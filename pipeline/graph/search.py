@@ -20,6 +20,7 @@ import neo4j
 
 from pipeline.embedder import Embedder
 from pipeline.english.answers import asked_kinds, stated_kinds
+from pipeline.english.reference import POINTS_BACK_MATCH
 from pipeline.english.terms import content_terms, coverage
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import search as search_cypher
@@ -37,6 +38,7 @@ from pipeline.graph.retrieval import (
     LABELS,
     Ask,
     Rows,
+    asked_line,
     kind_depth,
     oversample,
     run_combined,
@@ -335,6 +337,7 @@ def _scope_params(query: RecallQuery, dm_policy: str) -> dict[str, Any]:
         "include_closed": query.include_closed,
         "dm_policy": dm_policy,
         "exclude_ids": list(query.exclude_ids),
+        "points_back": POINTS_BACK_MATCH,
     }
 
 
@@ -399,6 +402,7 @@ def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallI
         source=row.get("source"),
         status=row.get("status"),
         current=bool(row.get("current", True)),
+        in_reply_to=asked_line(row.get("asked")),
     )
 
 

@@ -22,10 +22,12 @@ from memsync.settings import Settings
 from pipeline.graph.context import build_context
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.reader import agent_facts
+from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import NewSummary, Position, write_summary
 from schemas.context import Context
 from schemas.keys import channel_key, episode_key, participant_key
+from schemas.recall import RecallQuery
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, emit_and_wait, event, msg
 from tests.integration.writing import searchable
@@ -434,4 +436,16 @@ def test_a_commitment_that_points_back_quotes_what_it_answers(
     assert by_message["h5"].in_reply_to is None  # it names what is owed
     assert by_message["h6"].in_reply_to is None  # Sarah's question was another sitting
     [line] = [line for line in rendered(ctx).splitlines() if "do that for you" in line]
+    assert f'(in reply to "Sarah (@sarah): {asked}")' in line
+    # Recall's commitment items carry it too, and the CLI prints it.
+    owed = "What has Devon committed to?"
+    query = RecallQuery(tenant=tenant, agent_id="a-travel", query=owed, kinds=("commitment",))
+    found = {i.evidence[0]: i for i in recall(graph, query, embedder=None, dm_policy="never")}
+    assert set(found) == {"h4", "h5", "h6"}
+    assert found["h4"].in_reply_to == f"Sarah (@sarah): {asked}"
+    assert found["h5"].in_reply_to is None and found["h6"].in_reply_to is None
+    shown = cli(settings, "recall", "--agent", "a-travel", "--tenant", tenant, "--query", owed)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    [line] = [line for line in lines if "commitment: " in line and "do that" in line]
     assert f'(in reply to "Sarah (@sarah): {asked}")' in line

@@ -295,3 +295,13 @@ def test_a_commitment_that_answers_a_message_quotes_it_in_short() -> None:
     quoted = line.split('"')[1]
     assert quoted.endswith(" ...") and len(quoted) <= 164
     assert line.endswith(")") and "(since " in line
+
+
+def test_a_recalled_commitment_that_answers_a_message_quotes_it_too() -> None:
+    asked = "Sarah (@sarah): Can you look up the Lisbon hotel prices for May?"
+    owed = memory("c-9", 0.8, text="Devon (@devon) committed to Sarah (@sarah): do that for you")
+    owed = owed.model_copy(update={"kind": "commitment", "in_reply_to": asked})
+    text = "\n".join(m["content"] for m in fit(full(memories=[owed])).render())
+    [line] = [line for line in text.splitlines() if "do that for you" in line]
+    assert line.endswith(f'commitment: {owed.text} (in reply to "{asked}")')
+    assert memory("m-1", 0.5).reply_note() == ""

@@ -250,7 +250,7 @@ def _describe_recalled(item: RecallItem, searching: bool) -> str:
     if item.kind == "episode" and "\n" not in item.text:
         head = f"[{when}] {where} {item.speaker_label}: {item.text}"
     else:
-        head = f"[{when}] {where} {item.kind}: {item.text}"
+        head = f"[{when}] {where} {item.kind}: {item.text}{item.reply_note()}"
     if searching:
         head = f"{item.score:.4f} {head}  (evidence: {', '.join(item.evidence) or '-'})"
     return head + "".join(f"\n    ({change.note()})" for change in item.changed)

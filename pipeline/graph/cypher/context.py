@@ -3,13 +3,11 @@ open commitments about them that the channel's audience may hear (recall's DM ru
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Final
 
-from pipeline.graph.cypher.adjacency import adjacent
 from pipeline.graph.cypher.instant import micros
+from pipeline.graph.cypher.search import ASKED, observed_by_agent
 from pipeline.graph.cypher.search import audience_filter as audience
-from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.cypher.summary import CURRENT_SUMMARY_MATCH
 from pipeline.graph.model import (
     AGENT,
@@ -27,9 +25,6 @@ from pipeline.graph.model import (
     PARTICIPANT,
     SAID,
 )
-from pipeline.segment import SITTING_GAP
-
-_MINUTE: Final = timedelta(minutes=1)
 
 # Present: whoever said, or (agents) observed, one of the channel's latest `$scan` episodes that
 # this agent observed. The (channel_key, created_at) index is sought in its own order and left
@@ -81,25 +76,6 @@ RETURN {{key: f.key, subject_key: f.subject_key, text: f.text, source: f.source,
         {_provenance("f")}}} AS row
 """
 
-# The message a commitment answers: the latest before its first evidence, in the same sitting
-# of that channel, said by someone else and observed by the agent ("I'll do that for you" names
-# nothing without it); sought only for a commitment whose text points back (`$points_back`).
-# The time bound is part of the index seek, so a long monologue before the commitment costs at
-# most one sitting's messages.
-_ASKED_BY_OTHER = (
-    "coalesce(p.speaker_id, '') <> coalesce(ev.speaker_id, '')"
-    f" AND p.created_at >= ev.created_at - duration({{minutes: {SITTING_GAP // _MINUTE}}})"
-    f" AND {observed_by_agent('p')}"
-)
-_ASKED = f"""
-MATCH (m)-[:{EVIDENCE}]->(ev:{EPISODE})
-WHERE m.text =~ $points_back
-WITH ev ORDER BY ev.created_at, ev.key LIMIT 1
-CALL (ev) {{{adjacent("ev", "p", before=True, where=_ASKED_BY_OTHER)}
-}}
-RETURN {{label: p.speaker_label, text: p.content}} AS asked
-"""
-
 # Open commitments owed by or to the subjects (a channel key among them: owed to it).
 _COMMITMENTS = f"""
 MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m)
@@ -113,7 +89,7 @@ RETURN {{key: m.key, text: m.text, source: m.source, due: {micros("m.due")},
         opened_at: {micros("m.opened_at")},
         by_id: coalesce(by.id, m.owed_by_key), by_label: coalesce(by.label, by.id, m.owed_by_key),
         by_agent: by:{AGENT}, to_id: to.id, to_label: coalesce(to.label, to.title, to.id),
-        to_channel: to:{CHANNEL}, asked: COLLECT {{{_ASKED}}}, {_provenance("m")}}} AS row
+        to_channel: to:{CHANNEL}, asked: COLLECT {{{ASKED}}}, {_provenance("m")}}} AS row
 """
 
 # The agent's current summary of the channel, as a list of at most one.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import timedelta
 from typing import Final
 
 from pipeline.english.terms import ANALYSER_STOP_WORDS, QUESTION_WORDS
@@ -34,11 +35,13 @@ from pipeline.graph.model import (
     SUMMARY,
     SUPERSEDED_BY,
 )
+from pipeline.segment import SITTING_GAP
 
 # -- Lucene ---------------------------------------------------------------------------------------
 
 # Every character Lucene's classic query parser treats as syntax.
 _LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
+_MINUTE: Final = timedelta(minutes=1)
 _OPERATORS = frozenset({"AND", "OR", "NOT", "TO"})
 # Lucene refuses more than 1024 clauses; a question never needs this many words (with one
 # phrase per adjacent pair, the query stays under 2 * MAX_TERMS clauses).
@@ -207,11 +210,30 @@ WHERE m.tenant = $tenant
 {audience_filter("m")}
 """
 
+# The message a commitment answers: the latest before its first evidence, in the same sitting
+# of that channel, said by someone else and observed by the agent ("I'll do that for you" names
+# nothing without it); sought only for a commitment (`m`) whose text points back (`$points_back`).
+# The time bound is part of the index seek, so a long monologue before the commitment costs at
+# most one sitting's messages.
+_ASKED_BY_OTHER = (
+    "coalesce(p.speaker_id, '') <> coalesce(ev.speaker_id, '')"
+    f" AND p.created_at >= ev.created_at - duration({{minutes: {SITTING_GAP // _MINUTE}}})"
+    f" AND {observed_by_agent('p')}"
+)
+ASKED: Final = f"""
+MATCH (m)-[:{EVIDENCE}]->(ev:{EPISODE})
+WHERE m.text =~ $points_back
+WITH ev ORDER BY ev.created_at, ev.key LIMIT 1
+CALL (ev) {{{adjacent("ev", "p", before=True, where=_ASKED_BY_OTHER)}
+}}
+RETURN {{label: p.speaker_label, text: p.content}} AS asked
+"""
+
 _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
 RETURN m.key AS key, m.text AS text, m.source AS source, {micros("m.opened_at")} AS created_at,
        m.status AS status, by.label AS speaker_label, by.id AS speaker_id,
-       m.status = 'open' AS current, {_evidence("m")}, score
+       m.status = 'open' AS current, {_evidence("m")}, COLLECT {{{ASKED}}} AS asked, score
 ORDER BY score DESC, key
 LIMIT $limit
 """
@@ -344,7 +366,7 @@ _COLUMNS: Final = {
     EPISODE: f"{_EPISODE_COLUMNS} score",
     FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
     COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
-    "channel_id score",
+    "channel_id asked score",
     SUMMARY: "key text created_at channel_id channel_key score",
     SEGMENT: "key covers score",
     SAID_PART: f"{_EPISODE_COLUMNS} score",
