@@ -41,7 +41,6 @@ from pipeline.segment import SITTING_GAP
 
 # Every character Lucene's classic query parser treats as syntax.
 _LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
-_MINUTE: Final = timedelta(minutes=1)
 _OPERATORS = frozenset({"AND", "OR", "NOT", "TO"})
 # Lucene refuses more than 1024 clauses; a question never needs this many words (with one
 # phrase per adjacent pair, the query stays under 2 * MAX_TERMS clauses).
@@ -215,6 +214,7 @@ WHERE m.tenant = $tenant
 # nothing without it); sought only for a commitment (`m`) whose text points back (`$points_back`).
 # The time bound is part of the index seek, so a long monologue before the commitment costs at
 # most one sitting's messages.
+_MINUTE: Final = timedelta(minutes=1)
 _ASKED_BY_OTHER = (
     "coalesce(p.speaker_id, '') <> coalesce(ev.speaker_id, '')"
     f" AND p.created_at >= ev.created_at - duration({{minutes: {SITTING_GAP // _MINUTE}}})"
