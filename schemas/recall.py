@@ -59,7 +59,9 @@ class RecallQuery(BaseModel):
     include_stale: bool = False
     include_closed: bool = False
     # Platform message ids never shown (the caller's recent window, already in its prompt); they
-    # still lend relevance to the messages beside them, which may then be shown instead.
+    # still lend relevance to the messages beside them, which may then be shown instead. An id
+    # is unique only within its channel: hold the recall to the window's channel (as
+    # build_context does), or a message of another channel reusing the id is left out too.
     exclude_ids: tuple[Identifier, ...] = Field(default=(), max_length=MAX_EXCLUDED)
 
     @field_validator("kinds")
