@@ -36,7 +36,7 @@ holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
 [--one-channel] [--held] [--json [PATH]]
-[--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,customer-tau,long]`
+[--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,customer-e,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -62,10 +62,12 @@ from bench.recallsets import (
     CUSTOMER_C_TENANT,
     CUSTOMER_D_AGENT_SPEAKERS,
     CUSTOMER_D_TENANT,
+    CUSTOMER_E_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
     CUSTOMER_MEMORY_C,
     CUSTOMER_MEMORY_D,
+    CUSTOMER_MEMORY_E,
     CUSTOMER_TENANT,
     SETS,
     SPLITS,
@@ -445,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "customer memory D (blind, held out)",
             CUSTOMER_D_TENANT,
             CUSTOMER_D_AGENT_SPEAKERS,
+        ),
+        "customer-e": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_E, "customer memory E (blind, held out)", CUSTOMER_E_TENANT
         ),
         "customer-tau": lambda: tau_corpus(root),
         "long": lambda: long_corpus(args.split),

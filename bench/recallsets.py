@@ -39,12 +39,18 @@ CUSTOMER_MEMORY_C = Path(__file__).resolve().parent / "data" / "customer_memory_
 # asked to vary who states the answer (customer, agent, a second human), which the third set
 # had shown to matter. Held out, run only to report.
 CUSTOMER_MEMORY_D = Path(__file__).resolve().parent / "data" / "customer_memory_d.jsonl"
+# A fifth (2026-12-06), written blind in the plain style of the issue's own reference set
+# (ordinary multi-topic sessions, details mentioned in passing, no planted decoys), where the
+# third and fourth plant same-type distractors and late corrections. Held out, run only to
+# report.
+CUSTOMER_MEMORY_E = Path(__file__).resolve().parent / "data" / "customer_memory_e.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
 CUSTOMER_B_TENANT = "bench-customer-b"
 CUSTOMER_C_TENANT = "bench-customer-c"
 CUSTOMER_D_TENANT = "bench-customer-d"
+CUSTOMER_E_TENANT = "bench-customer-e"
 CUSTOMER_TAU_TENANT = "bench-customer-tau"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
@@ -92,6 +98,7 @@ SETS = (
     "customer-b",
     "customer-c",
     "customer-d",
+    "customer-e",
     "customer-tau",
     "long",
 )
