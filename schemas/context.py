@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.memory import Source
-from schemas.recall import RecallItem, quote
+from schemas.recall import RecallItem, reply_note
 
 Section = Literal["header", "summary", "commitments", "facts", "memories"]
 SECTIONS: tuple[Section, ...] = ("header", "summary", "commitments", "facts", "memories")
@@ -125,8 +125,7 @@ class ContextCommitment(BaseModel):
         if not said.startswith(self.owed_by.label):
             owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
             said = f"{self.owed_by.label} {owes}: {said}"
-        reply = f" (in reply to {quote(self.in_reply_to)})" if self.in_reply_to else ""
-        return f"- {said}{reply} ({since}{due}{mark})"
+        return f"- {said}{reply_note(self.in_reply_to)} ({since}{due}{mark})"
 
 
 class Dropped(BaseModel):
@@ -244,7 +243,7 @@ def _memory_line(item: RecallItem) -> str:
         mark = f" (said by {item.speaker_label or 'someone else'}, unverified)"
     elif item.source is not None:
         mark = f" ({_PROVENANCE[item.source]})"
-    return f"{head} {item.kind}: {item.text}{item.reply_note()}{mark}"
+    return f"{head} {item.kind}: {item.text}{reply_note(item.in_reply_to)}{mark}"
 
 
 __all__ = [

@@ -140,21 +140,20 @@ class RecallItem(BaseModel):
     # answers, "Name (@handle): text"; without it the item names nothing to act on.
     in_reply_to: str | None = None
 
-    def reply_note(self) -> str:
-        """' (in reply to "...")' when the item answers a message, else nothing."""
-        return f" (in reply to {quote(self.in_reply_to)})" if self.in_reply_to else ""
-
 
 # How much of the message a commitment answers a line quotes: enough to say what was asked.
 _QUOTE_CHARS = 160
 
 
-def quote(line: str) -> str:
-    """`line` in quotes, cut at a word boundary after at most _QUOTE_CHARS characters."""
-    text = " ".join(line.split())
+def reply_note(in_reply_to: str | None) -> str:
+    """' (in reply to "...")' for a commitment that answers a message, the message cut at a
+    word boundary after at most _QUOTE_CHARS characters; nothing for one that does not."""
+    if not in_reply_to:
+        return ""
+    text = " ".join(in_reply_to.split())
     if len(text) > _QUOTE_CHARS:
         text = text[:_QUOTE_CHARS].rsplit(" ", 1)[0] + " ..."
-    return f'"{text}"'
+    return f' (in reply to "{text}")'
 
 
 __all__ = [
@@ -166,5 +165,5 @@ __all__ = [
     "RecallKind",
     "RecallMode",
     "RecallQuery",
-    "quote",
+    "reply_note",
 ]

@@ -21,7 +21,7 @@ from schemas.context import (
     Dropped,
     Section,
 )
-from schemas.recall import RecallItem
+from schemas.recall import RecallItem, reply_note
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 DEVON = ContextParty(id="u-devon", label="Devon (@devon)")
@@ -304,4 +304,4 @@ def test_a_recalled_commitment_that_answers_a_message_quotes_it_too() -> None:
     text = "\n".join(m["content"] for m in fit(full(memories=[owed])).render())
     [line] = [line for line in text.splitlines() if "do that for you" in line]
     assert line.endswith(f'commitment: {owed.text} (in reply to "{asked}")')
-    assert memory("m-1", 0.5).reply_note() == ""
+    assert reply_note(None) == ""

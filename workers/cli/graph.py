@@ -18,7 +18,7 @@ from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.schema import init_schema
 from pipeline.graph.search import recall as search_memory
 from pipeline.graph.writer import verify_fact
-from schemas.recall import RecallItem, RecallQuery
+from schemas.recall import RecallItem, RecallQuery, reply_note
 from workers.cli.arguments import checked_ids
 from workers.cli.display import describe_memory
 from workers.cli.errors import EXIT_FAILED, EXIT_USAGE
@@ -250,7 +250,7 @@ def _describe_recalled(item: RecallItem, searching: bool) -> str:
     if item.kind == "episode" and "\n" not in item.text:
         head = f"[{when}] {where} {item.speaker_label}: {item.text}"
     else:
-        head = f"[{when}] {where} {item.kind}: {item.text}{item.reply_note()}"
+        head = f"[{when}] {where} {item.kind}: {item.text}{reply_note(item.in_reply_to)}"
     if searching:
         head = f"{item.score:.4f} {head}  (evidence: {', '.join(item.evidence) or '-'})"
     return head + "".join(f"\n    ({change.note()})" for change in item.changed)
