@@ -42,9 +42,9 @@ Paraphrased questions rarely have such a message, so they keep the context ranki
 
 Current values (`prefer_current`): memory that shows an old value first misleads ("what is the
 budget?" answered by "my budget is 2000 EUR" when "update: it is 2500 EUR" came later). When a
-candidate message backs a fact that a later message of its channel replaced, and that later
-message is a candidate too, the later one is raised just above it, so the current value is
-shown first and the old one, marked as replaced, after it.
+candidate message backs a fact that a later message of its channel replaced, the later one
+(a candidate too, or fetched for it: graph/search.py) is raised just above it, so the current
+value is shown first and the old one, marked as replaced, after it.
 
 Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
 (facts, commitments, summaries, which cost the evidence they add, at least one) are taken best

@@ -159,9 +159,11 @@ def _search(
     rows = {**vector_rows, **keyword_rows}
     relevance = segment_prior(combine(lists), segments)
     hits = _hits(query, relevance, rows)
-    around, changed = _neighbours(session, hits, params, query.neighbours)
+    around, changed, replacing = _neighbours(session, hits, params, query.neighbours)
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
-    return _answer(query, relevance, rows, hits, around, passed=passed, changed=changed)
+    return _answer(
+        query, relevance, rows, hits, around, passed=passed, changed=changed, replacing=replacing
+    )
 
 
 def _hits(query: RecallQuery, relevance: dict[str, float], rows: Rows) -> list[str]:
@@ -191,16 +193,22 @@ def _answer(
     *,
     passed: dict[str, float],
     changed: dict[str, list[Change]],
+    replacing: Sequence[dict[str, Any]] = (),
 ) -> list[RecallItem]:
     """Score messages with their context (each neighbour passing on its `passed` relevance) and
-    the kind of value they state, let a clear lexical match lead and a replacing value lead the
-    value it replaced, fill the budget, and show the chosen ones as windows."""
+    the kind of value they state, let a clear lexical match lead and a replacing value (among
+    the candidates, or one of `replacing`, fetched for it) lead the value it replaced, fill the
+    budget, and show the chosen ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
         passages.setdefault(row["key"], _passage(row))
         rows.setdefault(row["key"], ("episode", row))
         sequences[row["hit_key"]].append(passages[row["key"]])
+    for row in replacing:
+        passages.setdefault(row["key"], _passage(row))
+        rows.setdefault(row["key"], ("episode", row))
+        sequences.setdefault(row["key"], [passages[row["key"]]])
     stretches = runs(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
@@ -354,11 +362,12 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
 
 def _neighbours(
     session: neo4j.Session, hits: Sequence[str], params: dict[str, Any], window: int
-) -> tuple[list[dict[str, Any]], dict[str, list[Change]]]:
-    """The hits' neighbours up to `window` either side, and what was since replaced of what
-    the hits and those neighbours said (by episode key), in one statement."""
+) -> tuple[list[dict[str, Any]], dict[str, list[Change]], list[dict[str, Any]]]:
+    """The hits' neighbours up to `window` either side, what was since replaced of what the
+    hits and those neighbours said (by episode key), and the rows of the replacing messages
+    not among them, in one statement."""
     if not hits:
-        return [], {}
+        return [], {}, []
     record = session.run(
         search_cypher.NEIGHBOURS,
         {
@@ -374,7 +383,8 @@ def _neighbours(
     for row in record["changed"]:
         change = Change(was=row["was"], now=row["now"], evidence=row["evidence"])
         changed.setdefault(row["key"], []).append(change)
-    return [search_row(row) for row in record["rows"]], changed
+    replacing = [search_row(row) for row in record["replacing"]]
+    return [search_row(row) for row in record["rows"]], changed, replacing
 
 
 def _passage(row: dict[str, Any]) -> Passage:

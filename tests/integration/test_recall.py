@@ -620,6 +620,19 @@ def test_a_replacing_value_leads_the_value_it_replaced(
     assert [(c.now, c.evidence) for c in old.changed] == [
         ("Devon (@devon)'s budget is 2500 EUR", ["p7"])
     ]
-    # Without the rule the old value comes first, so the test above holds because of it.
+    # A question about the hotel shows the old budget only as a neighbour of what matched; the
+    # update matched nothing and sits far from every match, and is fetched to be shown with it.
+    about_hotel = query.model_copy(update={"query": "Which Porto hotel did we pick?"})
+    found = episodes(recall(graph, about_hotel, embedder=None, dm_policy="never"))
+    [with_old] = [item for item in found if "p1" in item.evidence]
+    assert [c.evidence for c in with_old.changed] == [["p7"]]
+    assert any(item.evidence == ["p7"] for item in found), found
+    # Without the rule the old value comes first, so the test above holds because of it; and
+    # without the fetch the hotel question never shows the update.
     monkeypatch.setattr(search, "prefer_current", lambda scores, passages, replaced_by: scores)
     assert "p1" in shown()[0].evidence
+    monkeypatch.undo()
+    real = search._neighbours
+    monkeypatch.setattr(search, "_neighbours", lambda *args: (*real(*args)[:2], []))
+    found = episodes(recall(graph, about_hotel, embedder=None, dm_policy="never"))
+    assert not any("p7" in item.evidence for item in found), found

@@ -403,11 +403,18 @@ def as_one_record(statement: str, columns: str, label: str | None = None) -> str
     return f"{collected(statement, columns)}RETURN {tag}rows"
 
 
-def collected(statement: str, columns: str) -> str:
-    """`statement`'s rows (maps of the named `columns`) collected into `rows`, for a statement
-    to go on from."""
+def collected(statement: str, columns: str, *, into: str = "rows", carry: str = "") -> str:
+    """`statement`'s rows (maps of the named `columns`) collected into `into`, for a statement
+    to go on from; `carry` names earlier variables the statement reads. One row either way,
+    the list empty when the statement finds nothing."""
     row = ", ".join(f"{column}: {column}" for column in columns.split())
-    return f"CALL () {{{statement}}}\nWITH collect({{{row}}}) AS rows\n"
+    if not carry:
+        return f"CALL () {{{statement}}}\nWITH collect({{{row}}}) AS {into}\n"
+    # Collected inside: a subquery with no rows would drop the one row the statement carries.
+    return (
+        f"CALL ({carry}) {{\n  CALL ({carry}) {{{statement}}}\n"
+        f"  RETURN collect({{{row}}}) AS {into}\n}}\n"
+    )
 
 
 # How big the agent's scope is, to choose between exact cosine and the vector index, and how
@@ -463,8 +470,9 @@ WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.create
 _NEIGHBOUR_COLUMNS: Final = f"{_EPISODE_COLUMNS} hit_key"
 # Facts the agent learnt from the messages about to be shown (the hits and their neighbours)
 # that a later statement replaced, each with the latest replacement stated in the same channel
-# and the ids of the messages stating it: so an old value in a window never reads as current.
-# A replacement learnt in another channel is not named (it may not belong to this audience).
+# and the ids (and keys) of the messages stating it: so an old value in a window never reads
+# as current. A replacement learnt in another channel is not named (it may not belong to this
+# audience).
 _CHANGED: Final = f"""
 CALL (rows) {{
   UNWIND $keys + [row IN rows | row.key] AS shown_key
@@ -473,17 +481,31 @@ CALL (rows) {{
   WHERE old.agent_key = $agent_key AND old.superseded_at IS NOT NULL
   MATCH (old)-[:{SUPERSEDED_BY}]->+(new:{FACT})-[:{EVIDENCE}]->(later:{EPISODE})
   WHERE later.channel_key = e.channel_key AND {observed_by_agent("later")}
-  WITH shown_key, old, new, collect(later.id) AS ids
+  WITH shown_key, old, new, collect(later.id) AS ids, collect(later.key) AS later_keys
   ORDER BY new.last_confirmed DESC, new.key
-  WITH shown_key, old, collect({{now: new.text, evidence: ids}})[0] AS latest
-  RETURN collect({{key: shown_key, was: old.text, now: latest.now, evidence: latest.evidence}})
-    AS changed
+  WITH shown_key, old, collect({{now: new.text, evidence: ids, keys: later_keys}})[0] AS latest
+  RETURN collect({{key: shown_key, was: old.text, now: latest.now, evidence: latest.evidence,
+                  later: latest.keys}}) AS changed
 }}
 """
-# The hits' neighbours as one record (`rows`), and what was since replaced among the messages
-# they and the hits said (`changed`), in the same round trip.
+# The messages stating those replacements that are not shown already (no retriever found them
+# and no window reached them), inside the time window asked for: ranking puts each just above
+# the message whose value it replaced.
+_REPLACING_ROWS: Final = f"""
+  UNWIND changed AS change
+  UNWIND change.later AS later_key
+  WITH DISTINCT later_key WHERE NOT later_key IN $keys + [row IN rows | row.key]
+  MATCH (e:{EPISODE} {{key: later_key}})
+  WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.created_at < $until)
+{_EPISODE_FIELDS}
+"""
+# The hits' neighbours as one record (`rows`), what was since replaced among the messages they
+# and the hits said (`changed`), and the replacing messages not among them (`replacing`), in
+# the same round trip.
 NEIGHBOURS: Final = (
-    f"{collected(_NEIGHBOUR_ROWS, _NEIGHBOUR_COLUMNS)}{_CHANGED}RETURN rows, changed"
+    f"{collected(_NEIGHBOUR_ROWS, _NEIGHBOUR_COLUMNS)}{_CHANGED}"
+    f"{collected(_REPLACING_ROWS, _EPISODE_COLUMNS, into='replacing', carry='rows, changed')}"
+    "RETURN rows, changed, replacing"
 )
 
 # No words to search for: the agent's most recent episodes in scope, newest first.
