@@ -252,22 +252,18 @@ def lead_clear_match(
 
 
 def prefer_current(
-    scores: Mapping[str, float],
-    passages: Mapping[str, Passage],
-    replaced_by: Mapping[str, Iterable[str]],
+    scores: Mapping[str, float], replaced_by: Mapping[str, Iterable[str]]
 ) -> dict[str, float]:
-    """`scores` with every message that replaced a value (its platform id among
-    `replaced_by[key]`, in the channel of message `key`) raised just above the message `key`
-    whose value it replaced. Both must be among `passages`; the rest is unchanged."""
+    """`scores` with every message in `replaced_by[key]` (the messages that replaced a value
+    message `key` stated, in its channel) raised just above message `key`. Both must be scored;
+    the rest is unchanged."""
     raised = dict(scores)
-    by_id = {(p.channel, p.id): key for key, p in passages.items()}
-    for key, ids in replaced_by.items():
-        if key not in raised or key not in passages:
+    for key, later_keys in replaced_by.items():
+        if key not in scores:
             continue
-        channel = passages[key].channel
-        for later in {by_id[channel, i] for i in ids if (channel, i) in by_id} - {key}:
+        for later in set(later_keys) - {key}:
             if later in raised:
-                raised[later] = max(raised[later], math.nextafter(raised[key], math.inf))
+                raised[later] = max(raised[later], math.nextafter(scores[key], math.inf))
     return raised
 
 

@@ -159,10 +159,18 @@ def _search(
     rows = {**vector_rows, **keyword_rows}
     relevance = segment_prior(combine(lists), segments)
     hits = _hits(query, relevance, rows)
-    around, changed, replacing = _neighbours(session, hits, params, query.neighbours)
+    around, changed, replaced_by, replacing = _neighbours(session, hits, params, query.neighbours)
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
     return _answer(
-        query, relevance, rows, hits, around, passed=passed, changed=changed, replacing=replacing
+        query,
+        relevance,
+        rows,
+        hits,
+        around,
+        passed=passed,
+        changed=changed,
+        replaced_by=replaced_by,
+        replacing=replacing,
     )
 
 
@@ -193,7 +201,8 @@ def _answer(
     *,
     passed: dict[str, float],
     changed: dict[str, list[Change]],
-    replacing: Sequence[dict[str, Any]] = (),
+    replaced_by: dict[str, list[str]],
+    replacing: Sequence[dict[str, Any]],
 ) -> list[RecallItem]:
     """Score messages with their context (each neighbour passing on its `passed` relevance) and
     the kind of value they state, let a clear lexical match lead and a replacing value (among
@@ -221,11 +230,7 @@ def _answer(
         scores = lead_clear_match(
             scores, {key: coverage(terms, p.text) for key, p in passages.items()}
         )
-    scores = prefer_current(
-        scores,
-        passages,
-        {key: [i for c in changed.get(key, ()) for i in c.evidence] for key in passages},
-    )
+    scores = prefer_current(scores, replaced_by)
     excluded = set(query.exclude_ids)
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
@@ -362,12 +367,14 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
 
 def _neighbours(
     session: neo4j.Session, hits: Sequence[str], params: dict[str, Any], window: int
-) -> tuple[list[dict[str, Any]], dict[str, list[Change]], list[dict[str, Any]]]:
-    """The hits' neighbours up to `window` either side, what was since replaced of what the
-    hits and those neighbours said (by episode key), and the rows of the replacing messages
-    not among them, in one statement."""
+) -> tuple[
+    list[dict[str, Any]], dict[str, list[Change]], dict[str, list[str]], list[dict[str, Any]]
+]:
+    """The hits' neighbours up to `window` either side; what was since replaced of what the
+    hits and those neighbours said, and the keys of the messages that replaced it (both by
+    episode key); and the rows of those messages not among the others, in one statement."""
     if not hits:
-        return [], {}, []
+        return [], {}, {}, []
     record = session.run(
         search_cypher.NEIGHBOURS,
         {
@@ -380,11 +387,13 @@ def _neighbours(
         },
     ).single(strict=True)
     changed: dict[str, list[Change]] = {}
+    replaced_by: dict[str, list[str]] = {}
     for row in record["changed"]:
         change = Change(was=row["was"], now=row["now"], evidence=row["evidence"])
         changed.setdefault(row["key"], []).append(change)
+        replaced_by.setdefault(row["key"], []).extend(row["later"])
     replacing = [search_row(row) for row in record["replacing"]]
-    return [search_row(row) for row in record["rows"]], changed, replacing
+    return [search_row(row) for row in record["rows"]], changed, replaced_by, replacing
 
 
 def _passage(row: dict[str, Any]) -> Passage:

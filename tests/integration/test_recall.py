@@ -629,10 +629,10 @@ def test_a_replacing_value_leads_the_value_it_replaced(
     assert any(item.evidence == ["p7"] for item in found), found
     # Without the rule the old value comes first, so the test above holds because of it; and
     # without the fetch the hotel question never shows the update.
-    monkeypatch.setattr(search, "prefer_current", lambda scores, passages, replaced_by: scores)
+    monkeypatch.setattr(search, "prefer_current", lambda scores, replaced_by: scores)
     assert "p1" in shown()[0].evidence
     monkeypatch.undo()
     real = search._neighbours
-    monkeypatch.setattr(search, "_neighbours", lambda *args: (*real(*args)[:2], []))
+    monkeypatch.setattr(search, "_neighbours", lambda *args: (*real(*args)[:3], []))
     found = episodes(recall(graph, about_hotel, embedder=None, dm_policy="never"))
     assert not any("p7" in item.evidence for item in found), found

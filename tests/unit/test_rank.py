@@ -278,13 +278,11 @@ def test_a_clear_match_already_first_keeps_its_score() -> None:
 
 
 def test_a_replacing_value_is_raised_just_above_the_value_it_replaced() -> None:
-    passages = {p.key: p for p in (passage(1), passage(5), passage(7))}
-    passages["k05b"] = dataclasses.replace(passage(5, "c2"), key="k05b")
-    scores = {"k01": 2.0, "k05": 0.5, "k07": 3.0, "k05b": 0.1}
-    # m5 replaced what k01 said, in k01's channel; the m5 of another channel is not it.
-    raised = prefer_current(scores, passages, {"k01": ["m5", "m9"]})
+    scores = {"k01": 2.0, "k05": 0.5, "k07": 3.0, "k08": 0.1}
+    # k05 replaced what k01 said (k09 did too, but is not a candidate).
+    raised = prefer_current(scores, {"k01": ["k05", "k09"]})
     assert raised["k05"] > scores["k01"] and raised["k05"] < scores["k07"]
-    assert raised["k05b"] == 0.1 and raised["k01"] == 2.0 and raised["k07"] == 3.0
+    assert raised["k08"] == 0.1 and raised["k01"] == 2.0 and raised["k07"] == 3.0
     # Already above: unchanged; no replacement among the candidates: nothing moves.
-    assert prefer_current(scores, passages, {"k01": ["m7"]}) == scores
-    assert prefer_current(scores, passages, {"k01": ["m9"], "k99": ["m5"]}) == scores
+    assert prefer_current(scores, {"k01": ["k07"]}) == scores
+    assert prefer_current(scores, {"k01": ["k09"], "k99": ["k05"]}) == scores
