@@ -6,6 +6,7 @@ channel closed by a reconnect settle the message instead of stopping the worker.
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -242,6 +243,42 @@ def test_a_requeue_with_no_live_channel_waits_for_the_next_poll(
         conn.drain_events(timeout=5)  # the poll settles the requeue, then pops the message
     assert [m.headers["id"] for m in got] == ["stale"]
     assert not transport._unsettled
+
+
+@pytest.mark.timeout(60)
+def test_what_a_closed_channel_could_not_give_back_the_next_one_does_unless_it_runs(
+    redis_url: str, client: redis.Redis, holder: heartbeat.Holder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two messages delivered on a channel whose connection then went: Celery drops the tasks it
+    # had not started (one here), and kombu's give-back on the closed channel fails.
+    conn = connect(redis_url)
+    chan: Any = conn.channel()
+    declare(chan)
+    publish(chan, ["dropped", "running"])
+    messages = [chan.basic_get(SYNC_QUEUE, no_ack=False) for _ in range(2)]
+    chan.qos.restore_at_shutdown = False
+    conn.close()
+    chan.qos.restore_unacked()  # kombu raised AttributeError here; nothing is given back yet
+    assert client.hlen("unacked") == 2 and client.llen(SYNC_QUEUE) == 0
+    running = next(m for m in messages if m.headers["id"] == "running")
+    monkeypatch.setattr(transport, "running_tags", lambda: frozenset({running.delivery_tag}))
+    got: list[Any] = []
+    with connect(redis_url) as live:
+        chan = live.channel()
+        chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
+        live.drain_events(timeout=5)  # the poll gives back the dropped one, then pops it
+        assert [m.headers["id"] for m in got] == ["dropped"]
+        assert [tag for _, tag in transport._orphaned] == [running.delivery_tag]
+        running.ack()  # the running task ends: settled through the live channel
+        monkeypatch.setattr(transport, "running_tags", frozenset)
+        got[0].ack()
+    assert client.hlen("unacked") == 0 and client.llen(SYNC_QUEUE) == 0
+    with connect(redis_url) as conn:
+        chan = conn.channel()
+        chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
+        with pytest.raises(socket.timeout):
+            conn.drain_events(timeout=1)  # a poll forgets the settled one, gives back nothing
+    assert not transport._orphaned and len(got) == 1
 
 
 # -- a dead holder's staging list, restored by the sweep of a real worker -------------------------

@@ -5,10 +5,13 @@
    So do task messages a stock worker would drop with only a log line (a content type other
    than JSON, an unregistered task name, a body that does not decode to Celery's protocol-2
    [args, kwargs, embed]) or hold unsafely (an ETA beyond what the visibility timeout allows).
-2. A second broker connection loss can make kombu fail while restoring unacked messages on a
-   half-closed channel. Here that restore is skipped; the messages stay in Redis and return
-   after the visibility timeout. An ack or reject that arrives through such a closed channel
-   (a task that outlived the reconnect) is settled through a live channel instead.
+2. A broker connection loss makes kombu fail while giving back the unacked messages of the
+   closed channel (its connection is gone), which stops the worker. Here that give-back waits
+   for the next channel to the same broker, which gives back every such message no running task
+   holds: Celery dropped the tasks waiting out a retry countdown and the prefetched ones, so
+   without it they would wait out the visibility timeout (an hour by default). An ack or reject
+   that arrives through a closed channel (a task that outlived the reconnect) is settled through
+   a live channel instead.
 3. kombu's BRPOP loses the message of a worker killed between the pop and its record in
    `unacked`. Here a worker pops by an atomic move into its own staging list (the reliable pop,
    below), so a message is always in its queue, a staging list or `unacked`.
@@ -124,6 +127,8 @@ class Staged:
 _staged: dict[str, Staged] = {}
 # (broker, tag, requeue) of acks and rejects a closed channel could not settle yet.
 _unsettled: deque[tuple[tuple[Any, ...], str, bool]] = deque(maxlen=UNSETTLED_LIMIT)
+# (broker, tag) of unacked messages a closing channel could not give back; the same bound.
+_orphaned: deque[tuple[tuple[Any, ...], str]] = deque(maxlen=UNSETTLED_LIMIT)
 _channels: weakref.WeakSet[Channel] = weakref.WeakSet()
 
 
@@ -184,13 +189,16 @@ class QoS(kombu_redis.QoS):
         try:
             return super().restore_unacked(client)
         except AttributeError:
-            # After a connection loss the consumer may close a channel whose connection info is
+            # After a connection loss the consumer closes a channel whose connection info is
             # already gone, and kombu then fails here, which stops the worker. The messages are
-            # still in Redis's unacked set and come back after the visibility timeout.
+            # still in Redis's unacked set: the next channel gives them back (give_back_orphans).
             delivered = self._delivered
+            broker = getattr(self.channel, "broker", None)
+            if delivered and broker is not None:
+                _orphaned.extend((broker, tag) for tag in delivered)
             log.warning(
-                "could not restore %d unacked message(s) at disconnect; they return after the "
-                "visibility timeout",
+                "could not give back %d unacked message(s) at disconnect; the next connection "
+                "gives back those no running task holds",
                 len(delivered or ()),
             )
             if delivered is not None:
@@ -221,7 +229,7 @@ def _settle_through_live_channel(broker: tuple[Any, ...], tag: str, *, requeue: 
             continue
         try:
             if requeue:
-                channel.qos.restore_by_tag(tag, leftmost=True)  # type: ignore[attr-defined]
+                channel.qos.restore_by_tag(tag)  # type: ignore[attr-defined]
             else:
                 channel.qos._remove_from_indices(tag).execute()  # type: ignore[attr-defined]
         except Exception as exc:  # that channel is failing too: try the next way
@@ -266,6 +274,37 @@ def retry_unsettled(channel: Channel) -> None:
                 return  # this channel is failing as well: the next poll tries again
 
 
+def running_tags() -> frozenset[str]:
+    """Delivery tags of the tasks this worker is running now (Celery's own record of them)."""
+    from celery.worker import state  # the consumer's process; read per call, never at import
+
+    tags = (getattr(request.message, "delivery_tag", None) for request in state.active_requests)
+    return frozenset(tag for tag in tags if isinstance(tag, str))
+
+
+def give_back_orphans(channel: Channel) -> None:
+    """Give back, through this live channel, the unacked messages closed channels to its broker
+    could not: Celery dropped their tasks when the connection closed, so nothing here would ever
+    ack them. A message a task is still running is left to that task, which settles it."""
+    running = running_tags()
+    given = 0
+    for _ in range(len(_orphaned)):
+        broker, tag = _orphaned.popleft()
+        if broker != channel.broker or tag in running:
+            _orphaned.append((broker, tag))
+            continue
+        try:
+            if channel.client.hexists(channel.unacked_key, tag):
+                channel.qos.restore_by_tag(tag)  # type: ignore[attr-defined]
+                given += 1
+        except Exception as exc:  # this channel is failing too: the next poll tries again
+            _orphaned.appendleft((broker, tag))
+            log.debug("giving back %s failed: %s", tag, exc)
+            break
+    if given:
+        log.warning("gave back %d unacked message(s) a closed connection left", given)
+
+
 class Channel(RingingChannel):
     QoS = QoS
 
@@ -302,6 +341,8 @@ class Channel(RingingChannel):
     def _brpop_start(self, timeout: float | None = None) -> None:
         if _unsettled:
             retry_unsettled(self)
+        if _orphaned:
+            give_back_orphans(self)
         holder = self._reliable_holder()
         if holder is None:
             self._pending_move = None
