@@ -23,7 +23,10 @@ The sets are built in bench/recallsets.py. Memory is written in-process through 
 and the graph writer (no Celery: this measures the read side) into a private Neo4j, then
 embedded. Retrievers, side by side: the graph's keyword, vector and hybrid recall, and a
 reference plain BM25 over raw messages (alone and over +-1 neighbour windows). Scores count a
-budget of K messages, not K items (see bench/recall_metric.py).
+budget of K messages, not K items (see bench/recall_metric.py). A last row, `context`, asks
+`build_context` in the answer's channel with the question as its query, at the default budget,
+and counts its commitments, facts and memories in that order: how often the answer is anywhere
+in what an agent is told, and what that costs in tokens.
 
 `--held` asks each question held to the channel of its answer, as `build_context` recalls in the
 conversation it is built for (and a platform asks in the customer's own channel): the right
@@ -48,6 +51,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -80,6 +84,7 @@ from bench.recallsets import (
     sync_jobs,
     tau_corpus,
 )
+from pipeline.context import DEFAULT_BUDGET_TOKENS
 from pipeline.extract import RulesExtractor
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.lens import BUILTIN_LENSES
@@ -87,6 +92,9 @@ from pipeline.memorize import memorize
 from schemas.records import SyncJob
 
 GRAPH_MODES = ("keyword", "vector", "hybrid")
+# build_context with the question as its query, in the answer's channel, at the default budget:
+# what an agent is told, in reading order (commitments, facts, then recalled memories).
+CONTEXT = "context"
 REFERENCE = "bm25 raw"  # plain BM25 over single messages: the issue's reference retriever
 WRITE_BATCH = 20  # events per writer transaction, like a worker's batch
 BUDGET = max(CUTOFFS)
@@ -132,6 +140,8 @@ class GraphSide:
     """A private Neo4j holding the corpora, and recall bound to it (or why it is unavailable)."""
 
     rankers: dict[str, Ranker] = field(default_factory=dict)
+    # The tokens each context used, per tenant, in the order the questions were asked.
+    context_tokens: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -151,6 +161,7 @@ def graph_side(
     try:
         from memsync.settings import Settings
         from pipeline.embedder import make_embedder, query_precision
+        from pipeline.graph.context import build_context
         from pipeline.graph.contextvectors import embed_batch
         from pipeline.graph.embeddings import EMBEDDED_LABELS
         from pipeline.graph.schema import init_schema
@@ -235,10 +246,35 @@ def graph_side(
 
             return rank
 
+        def contexter(tenant: str) -> Ranker:
+            used = side.context_tokens.setdefault(tenant, [])
+
+            def rank(agent_id: str, question: str, channel_id: str | None) -> list[list[str]]:
+                if channel_id is None:
+                    raise ValueError("a context is built in a channel: hold it to the answer's")
+                context = build_context(
+                    graph,
+                    tenant,
+                    agent_id,
+                    channel_id,
+                    query=question,
+                    embedder=embedder,
+                    dm_policy=settings.dm_memory_policy,
+                )
+                used.append(context.used_tokens)
+                return [
+                    *(list(c.evidence) for c in context.commitments),
+                    *(list(f.evidence) for f in context.facts),
+                    *(list(m.evidence) for m in context.memories),
+                ]
+
+            return rank
+
         modes: tuple[RecallMode, ...] = ("keyword", "vector", "hybrid")
         for corpus, _ in corpora:
             for mode in modes:
                 side.rankers[f"{corpus.tenant}/{mode}"] = ranker(corpus.tenant, mode)
+            side.rankers[f"{corpus.tenant}/{CONTEXT}"] = contexter(corpus.tenant)
         yield side
     finally:
         graph.close()
@@ -269,6 +305,8 @@ class Result:
     top1: dict[str, list[bool]] = field(default_factory=dict)
     # Messages the top item carries: a "top-1 item" hit on a five-message window is lenient.
     top1_sizes: list[int] = field(default_factory=list)
+    # Distinct messages the whole ranking shows, in the cases' order.
+    shown: list[int] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
 
@@ -292,6 +330,7 @@ def evaluate(cases: Sequence[Case], rank: Ranker, held: Mapping[str, str] | None
         result.top1.setdefault(case.agent, []).append(first)
         result.first_in_order.append(first)
         result.top1_sizes.append(len(ranking[0]) if ranking else 0)
+        result.shown.append(len({m for item in ranking for m in item}))
     result.seconds = time.perf_counter() - started
     return result
 
@@ -305,8 +344,11 @@ def top1_rate(result: Result) -> float:
     return sum(hits) / len(hits) if hits else 0.0
 
 
-def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
-    """Print one corpus's table (overall, then recall@1/5/10 per agent) and return it as JSON."""
+def report(
+    corpus: Corpus, results: dict[str, Result], context_tokens: Sequence[int] = ()
+) -> dict[str, Any]:
+    """Print one corpus's table (overall, then recall@1/5/10 per agent) and return it as JSON;
+    `context_tokens`: what each question's context used, when the context row ran."""
     print(f"\n{corpus.name}: {len(corpus.cases)} questions ({'; '.join(corpus.notes)})")
     heads = " ".join(f"{'R@' + str(k):>6}" for k in CUTOFFS)
     print(f"{'retriever':<12} {'top-1 item':>10} {'size':>5} {heads} {'MRR':>6} {'ms/q':>6}")
@@ -333,6 +375,14 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
             "per_agent": {a: score(result.needed.get(a, [])).as_json() for a in agents},
         }
     strata(results, figures)
+    channels = answer_channels(corpus)
+    sizes = Counter(channels.values())
+    told(
+        results.get(CONTEXT),
+        context_tokens,
+        [sizes[channels[min(case.gold)]] for case in corpus.cases],
+        figures,
+    )
     kinds = sorted({c.kind for c in corpus.cases if c.kind})
     if kinds:
         print(f"recall@{BUDGET} per question type: " + "  ".join(f"{k:>10}" for k in kinds))
@@ -355,6 +405,36 @@ def report(corpus: Corpus, results: dict[str, Result]) -> dict[str, Any]:
                 row = [s.recall[k] for s in per_agent for k in CUTOFFS]
                 print(f"  {name:<15}" + " ".join(f"{v:>12.3f}" for v in row))
     return figures
+
+
+def told(
+    result: Result | None,
+    tokens: Sequence[int],
+    channel_sizes: Sequence[int],
+    figures: dict[str, Any],
+) -> None:
+    """Print and add to `figures` how often the answer is anywhere in the context an agent is
+    given (build_context at its default budget), what that context costs, and how much of the
+    conversation it shows (`channel_sizes`: the messages of each case's channel): in a short
+    conversation a context may hold most of it, and the first figure then says little."""
+    if result is None or result.error is not None or not result.in_order:
+        return
+    found = sum(needed is not None for needed in result.in_order)
+    share = found / len(result.in_order)
+    mean_tokens = sum(tokens) / len(tokens) if tokens else 0.0
+    mean_shown = sum(result.shown) / len(result.shown)
+    of_channel = sum(n / max(1, size) for n, size in zip(result.shown, channel_sizes, strict=True))
+    of_channel /= len(result.shown)
+    figures[CONTEXT]["answer_in_context"] = round(share, 4)
+    figures[CONTEXT]["tokens_used_mean"] = round(mean_tokens, 1)
+    figures[CONTEXT]["messages_shown_mean"] = round(mean_shown, 2)
+    figures[CONTEXT]["share_of_channel_shown"] = round(of_channel, 4)
+    print(
+        f"{CONTEXT}: the answer anywhere in what build_context tells the agent (its channel, "
+        f"{DEFAULT_BUDGET_TOKENS} tokens): {found}/{len(result.in_order)} = {share:.3f}; "
+        f"{mean_tokens:.0f} tokens and {mean_shown:.1f} messages on average, "
+        f"{of_channel:.0%} of the channel's messages"
+    )
 
 
 def strata(results: dict[str, Result], figures: dict[str, Any]) -> None:
@@ -468,9 +548,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             for mode in GRAPH_MODES:
                 if f"{corpus.tenant}/{mode}" in side.rankers:
                     rankers[mode] = side.rankers[f"{corpus.tenant}/{mode}"]
-            held = answer_channels(corpus) if args.held else None
+            channels = answer_channels(corpus)
+            held = channels if args.held else None
             results = {name: evaluate(corpus.cases, rank, held) for name, rank in rankers.items()}
-            figures["corpora"][corpus.name] = report(corpus, results)
+            if f"{corpus.tenant}/{CONTEXT}" in side.rankers:
+                results[CONTEXT] = evaluate(
+                    corpus.cases, side.rankers[f"{corpus.tenant}/{CONTEXT}"], channels
+                )
+            figures["corpora"][corpus.name] = report(
+                corpus, results, side.context_tokens.get(corpus.tenant, [])
+            )
     timings = {**side.timings, "total": time.perf_counter() - started}
     figures["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
     figures["notes"] = [*side.notes, *([note] if note else [])]

@@ -5,6 +5,7 @@ one channel each, a turn event a sitting."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,3 +136,24 @@ def test_a_question_held_to_its_channel_is_answered_from_that_channel_alone() ->
     assert answered > len(corpus.cases) // 2 and spans > 0
     assert len({held[m] for m in held}) == len(corpus.cases)
     assert len(evaluate(corpus.cases, rank, held).in_order) == len(corpus.cases)
+
+
+def test_the_context_row_counts_an_answer_anywhere_in_what_the_agent_is_told(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench.recall import CONTEXT, Result, told
+
+    # Three questions: answered by the context's third message, not at all, by its first; the
+    # contexts show 4, 2 and 10 messages of channels of 8, 8 and 10.
+    figures: dict[str, Any] = {CONTEXT: {}}
+    told(Result(in_order=[3, None, 1], shown=[4, 2, 10]), [300, 100, 200], [8, 8, 10], figures)
+    assert figures[CONTEXT] == {
+        "answer_in_context": 0.6667,
+        "tokens_used_mean": 200.0,
+        "messages_shown_mean": 5.33,
+        "share_of_channel_shown": 0.5833,
+    }
+    assert "2/3 = 0.667" in capsys.readouterr().out
+    figures = {CONTEXT: {}}
+    told(Result(error="Neo4j away"), [], [], figures)
+    assert figures[CONTEXT] == {}
