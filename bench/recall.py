@@ -26,7 +26,7 @@ reference plain BM25 over raw messages (alone and over +-1 neighbour windows). S
 budget of K messages, not K items (see bench/recall_metric.py). A last row, `context`, asks
 `build_context` in the answer's channel with the question as its query, at the default budget,
 and counts its commitments, facts and memories in that order: how often the answer is anywhere
-in what an agent is told, and what that costs in tokens.
+in what an agent is told, what that costs in tokens, and how much of the conversation it shows.
 
 `--held` asks each question held to the channel of its answer, as `build_context` recalls in the
 conversation it is built for (and a platform asks in the customer's own channel): the right
