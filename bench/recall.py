@@ -433,7 +433,7 @@ def told(
         f"{CONTEXT}: the answer anywhere in what build_context tells the agent (its channel, "
         f"{DEFAULT_BUDGET_TOKENS} tokens): {found}/{len(result.in_order)} = {share:.3f}; "
         f"{mean_tokens:.0f} tokens and {mean_shown:.1f} messages on average, "
-        f"{of_channel:.0%} of the channel's messages"
+        f"{of_channel:.0%} as many as its channel holds"
     )
 
 

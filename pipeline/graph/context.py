@@ -14,7 +14,9 @@ from the graph within what that channel's audience may hear, then fitted to a to
   wrote nothing for the agent, so nothing of it can appear.
 - Commitments: open ones owed by or to the participants present, or to the channel; same rule.
 - Memories: `recall` of `query`, scoped to this channel (none without a query: the platform has
-  the recent window already); items already shown in another section are left out, and so are
+  the recent window already), as many messages as the budget affords (`recall_limit_for`: a
+  bigger budget holds more of what was said); items already shown in another section are left
+  out, and so are
   the messages of the platform's recent window when it names them (`recent_ids`): the budget
   goes to what the prompt does not already hold.
 
@@ -52,8 +54,19 @@ from schemas.recall import RecallKind, RecallQuery
 PRESENCE_SCAN: Final = 200
 # At most this many facts and commitments are read; the budget cuts them further.
 MAX_READ: Final = 500
-DEFAULT_RECALL_LIMIT: Final = 10
+# Recalled memory is asked for in messages: one per RECALL_TOKENS_PER_MESSAGE tokens of the
+# budget, within [MIN_RECALL_LIMIT, MAX_RECALL_LIMIT] (20 at the default 2,000). A labelled
+# message takes 25-40 tokens, so memories may fill about a third of the budget, and fit() cuts
+# them first when the summary, commitments and facts need the room.
+RECALL_TOKENS_PER_MESSAGE: Final = 100
+MIN_RECALL_LIMIT: Final = 10
+MAX_RECALL_LIMIT: Final = 50
 _RECALL_KINDS: Final[tuple[RecallKind, ...]] = ("episode", "fact", "commitment")
+
+
+def recall_limit_for(budget_tokens: int) -> int:
+    """How many messages of recalled memory a context of `budget_tokens` asks for."""
+    return max(MIN_RECALL_LIMIT, min(MAX_RECALL_LIMIT, budget_tokens // RECALL_TOKENS_PER_MESSAGE))
 
 
 def build_context(
@@ -66,12 +79,13 @@ def build_context(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     embedder: Embedder | None = None,
     dm_policy: str = "never",
-    recall_limit: int = DEFAULT_RECALL_LIMIT,
+    recall_limit: int | None = None,
     stale_after_days: int = STALE_AFTER_DAYS,
     now: datetime | None = None,
     recent_ids: Sequence[str] = (),
 ) -> Context:
-    """The agent's context for the channel, fitted to `budget_tokens` (see the module doc).
+    """The agent's context for the channel, fitted to `budget_tokens` (see the module doc);
+    `recall_limit`: messages of recalled memory to ask for (default: by the budget).
     `recent_ids`: the platform's recent window, which the rendering goes in front of; memories
     never repeat those messages."""
     if dm_policy not in DM_POLICIES:
@@ -87,7 +101,7 @@ def build_context(
             agent_id=agent_id,
             channel_id=channel_id,
             query=query,
-            limit=recall_limit,
+            limit=recall_limit if recall_limit is not None else recall_limit_for(budget_tokens),
             # This channel's summary is its own section already; recall never adds another.
             kinds=_RECALL_KINDS,
             exclude_ids=tuple(recent_ids),

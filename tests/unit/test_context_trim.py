@@ -305,3 +305,18 @@ def test_a_recalled_commitment_that_answers_a_message_quotes_it_too() -> None:
     [line] = [line for line in text.splitlines() if "do that for you" in line]
     assert line.endswith(f'commitment: {owed.text} (in reply to "{asked}")')
     assert reply_note(None) == ""
+
+
+def test_recalled_memory_grows_with_the_budget_within_bounds() -> None:
+    from pipeline.graph.context import (
+        MAX_RECALL_LIMIT,
+        MIN_RECALL_LIMIT,
+        recall_limit_for,
+    )
+
+    assert recall_limit_for(0) == recall_limit_for(600) == MIN_RECALL_LIMIT == 10
+    assert recall_limit_for(trimming.DEFAULT_BUDGET_TOKENS) == 20
+    assert recall_limit_for(3_000) == 30
+    assert recall_limit_for(100_000) == MAX_RECALL_LIMIT
+    limits = [recall_limit_for(budget) for budget in range(0, 10_000, 250)]
+    assert limits == sorted(limits)
