@@ -256,11 +256,15 @@ def test_a_worker_living_through_a_broker_restart_gives_back_what_it_dropped(
         statuses, _ = wait_until(Ledger(client), turns, timeout=DEADLINE)
         recovery = time.monotonic() - restarted
         log = log_path.read_text(errors="replace")
+        # kombu's give-back at disconnect fails when the connection is already gone (every run
+        # seen before the change), not when it is torn down in the other order.
+        cut_off = "at disconnect" in log
         report_fault(
             "broker restart, default settings",
             f"{len(turns)} turns, the only worker holding {held} unacked message(s) waiting out "
             f"retries while Neo4j was down, Redis restarted: {sum(s.complete for s in statuses)} "
-            f"written {recovery:.1f}s after",
+            f"written {recovery:.1f}s after; the give-back at disconnect "
+            + ("failed and the next connection made it" if cut_off else "worked"),
         )
         assert all(s.complete for s in statuses), (
             f"{sum(not s.complete for s in statuses)} turns not written {DEADLINE:.0f}s after the "
@@ -269,5 +273,5 @@ def test_a_worker_living_through_a_broker_restart_gives_back_what_it_dropped(
     finally:
         client.close()
     assert worker.process.poll() is None
-    # The case under test: the give-back at disconnect failed, and the worker made it later.
-    assert "at disconnect" in log and "a closed connection left" in log, worker.log_tail(60)
+    # Where the give-back at disconnect failed, the next connection made it.
+    assert not cut_off or "that closed connections left unacked" in log, worker.log_tail(60)

@@ -268,7 +268,7 @@ def test_what_a_closed_channel_could_not_give_back_the_next_one_does_unless_it_r
         chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
         live.drain_events(timeout=5)  # the poll gives back the dropped one, then pops it
         assert [m.headers["id"] for m in got] == ["dropped"]
-        assert [tag for _, tag in transport._orphaned] == [running.delivery_tag]
+        assert [tag for _, tag, _ in transport._unsettled] == [running.delivery_tag]
         running.ack()  # the running task ends: settled through the live channel
         monkeypatch.setattr(transport, "running_tags", frozenset)
         got[0].ack()
@@ -278,7 +278,7 @@ def test_what_a_closed_channel_could_not_give_back_the_next_one_does_unless_it_r
         chan.basic_consume(SYNC_QUEUE, no_ack=False, callback=got.append, consumer_tag="c")
         with pytest.raises(socket.timeout):
             conn.drain_events(timeout=1)  # a poll forgets the settled one, gives back nothing
-    assert not transport._orphaned and len(got) == 1
+    assert not transport._unsettled and len(got) == 1
 
 
 # -- a dead holder's staging list, restored by the sweep of a real worker -------------------------

@@ -125,10 +125,9 @@ class Staged:
 # Delivery tag -> its staged item, between _brpop_read and QoS.append (the consumer's thread;
 # module-level because kombu may append through another channel of the same transport).
 _staged: dict[str, Staged] = {}
-# (broker, tag, requeue) of acks and rejects a closed channel could not settle yet.
+# (broker, tag, requeue) of what a closed channel could not settle yet: acks and rejects, and
+# (as requeues) the unacked messages it could not give back when it closed.
 _unsettled: deque[tuple[tuple[Any, ...], str, bool]] = deque(maxlen=UNSETTLED_LIMIT)
-# (broker, tag) of unacked messages a closing channel could not give back; the same bound.
-_orphaned: deque[tuple[tuple[Any, ...], str]] = deque(maxlen=UNSETTLED_LIMIT)
 _channels: weakref.WeakSet[Channel] = weakref.WeakSet()
 
 
@@ -191,11 +190,11 @@ class QoS(kombu_redis.QoS):
         except AttributeError:
             # After a connection loss the consumer closes a channel whose connection info is
             # already gone, and kombu then fails here, which stops the worker. The messages are
-            # still in Redis's unacked set: the next channel gives them back (give_back_orphans).
+            # still in Redis's unacked set: the next channel gives them back (retry_unsettled).
             delivered = self._delivered
             broker = getattr(self.channel, "broker", None)
             if delivered and broker is not None:
-                _orphaned.extend((broker, tag) for tag in delivered)
+                _unsettled.extend((broker, tag, True) for tag in delivered)
             log.warning(
                 "could not give back %d unacked message(s) at disconnect; the next connection "
                 "gives back those no running task holds",
@@ -263,15 +262,21 @@ def _ack_with_fresh_client(stale: Channel, tag: str) -> bool:
 
 
 def retry_unsettled(channel: Channel) -> None:
-    """Settle, through this live channel, what closed channels to its broker left unsettled."""
+    """Settle, through this live channel, what closed channels to its broker left unsettled. A
+    message a task is still running is left to that task, which settles it when it ends."""
+    running = running_tags()
+    settled = 0
     for _ in range(len(_unsettled)):
         broker, tag, requeue = _unsettled.popleft()
-        if broker != channel.broker or not _settle_through_live_channel(
-            broker, tag, requeue=requeue
-        ):
-            _unsettled.append((broker, tag, requeue))
-            if broker == channel.broker:
-                return  # this channel is failing as well: the next poll tries again
+        if broker == channel.broker and tag not in running:
+            if _settle_through_live_channel(broker, tag, requeue=requeue):
+                settled += 1
+                continue
+            _unsettled.appendleft((broker, tag, requeue))
+            break  # this channel is failing as well: the next poll tries again
+        _unsettled.append((broker, tag, requeue))
+    if settled:
+        log.warning("settled %d message(s) that closed connections left unacked", settled)
 
 
 def running_tags() -> frozenset[str]:
@@ -280,29 +285,6 @@ def running_tags() -> frozenset[str]:
 
     tags = (getattr(request.message, "delivery_tag", None) for request in state.active_requests)
     return frozenset(tag for tag in tags if isinstance(tag, str))
-
-
-def give_back_orphans(channel: Channel) -> None:
-    """Give back, through this live channel, the unacked messages closed channels to its broker
-    could not: Celery dropped their tasks when the connection closed, so nothing here would ever
-    ack them. A message a task is still running is left to that task, which settles it."""
-    running = running_tags()
-    given = 0
-    for _ in range(len(_orphaned)):
-        broker, tag = _orphaned.popleft()
-        if broker != channel.broker or tag in running:
-            _orphaned.append((broker, tag))
-            continue
-        try:
-            if channel.client.hexists(channel.unacked_key, tag):
-                channel.qos.restore_by_tag(tag)  # type: ignore[attr-defined]
-                given += 1
-        except Exception as exc:  # this channel is failing too: the next poll tries again
-            _orphaned.appendleft((broker, tag))
-            log.debug("giving back %s failed: %s", tag, exc)
-            break
-    if given:
-        log.warning("gave back %d unacked message(s) a closed connection left", given)
 
 
 class Channel(RingingChannel):
@@ -341,8 +323,6 @@ class Channel(RingingChannel):
     def _brpop_start(self, timeout: float | None = None) -> None:
         if _unsettled:
             retry_unsettled(self)
-        if _orphaned:
-            give_back_orphans(self)
         holder = self._reliable_holder()
         if holder is None:
             self._pending_move = None
