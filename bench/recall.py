@@ -38,8 +38,8 @@ half that ranking may be designed against and a test half that is only run to re
 holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
-[--one-channel] [--held] [--json [PATH]]
-[--sets friends,paraphrases,customer,customer-b,customer-c,customer-d,customer-e,customer-tau,long]`
+[--one-channel] [--held] [--json [PATH]] [--sets friends,paraphrases,customer,customer-b,
+customer-c,customer-d,customer-e,customer-f,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -67,11 +67,14 @@ from bench.recallsets import (
     CUSTOMER_D_AGENT_SPEAKERS,
     CUSTOMER_D_TENANT,
     CUSTOMER_E_TENANT,
+    CUSTOMER_F_AGENT_SPEAKERS,
+    CUSTOMER_F_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
     CUSTOMER_MEMORY_C,
     CUSTOMER_MEMORY_D,
     CUSTOMER_MEMORY_E,
+    CUSTOMER_MEMORY_F,
     CUSTOMER_TENANT,
     SETS,
     SPLITS,
@@ -530,6 +533,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         ),
         "customer-e": lambda: paraphrase_corpus(
             CUSTOMER_MEMORY_E, "customer memory E (blind, held out)", CUSTOMER_E_TENANT
+        ),
+        "customer-f": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_F,
+            "customer memory F (blind, held out)",
+            CUSTOMER_F_TENANT,
+            CUSTOMER_F_AGENT_SPEAKERS,
         ),
         "customer-tau": lambda: tau_corpus(root),
         "long": lambda: long_corpus(args.split),
