@@ -129,11 +129,14 @@ class Settings(BaseSettings):
     # of CPU, by core). 0: off.
     recall_query_vectors: int = Field(default=256, ge=0)
     # Rolling summaries: unsummarised episodes past this many tokens fold their oldest half into
-    # the channel summary; every `summary_reanchor_every` folds it is rebuilt from raw episodes.
+    # the channel summary; every `summary_reanchor_every` folds it is rebuilt from the raw
+    # episodes of the last `summary_reanchor_tokens` tokens it covers, so a re-anchor's cost (an
+    # LLM summarizer's calls: about that over `summary_fold_tokens`) does not grow with the channel.
     summarizer: Literal["extractive", "llm"] = "extractive"
     summary_fold_tokens: int = Field(default=2000, ge=100)
     summary_max_tokens: int = Field(default=600, ge=50)
     summary_reanchor_every: int = Field(default=8, ge=1)
+    summary_reanchor_tokens: int = Field(default=64000, ge=100)
     # Retention (pipeline/graph/retention.py): raw episodes older than this many days go once no
     # memory cites them and every observer's summary covers them (None: kept for ever). The
     # sweep also deletes expired facts; workers run it every `sweep_interval` seconds (0: off).

@@ -124,6 +124,9 @@ class Forgetter:
     graph: GraphStore
     summarizer: Summarizer
     summarizer_name: str = "extractive"
+    # A rebuilt summary reads the last this-many tokens of raw episodes (None: all), as a
+    # re-anchor does (Settings.summary_reanchor_tokens).
+    reanchor_tokens: int | None = None
     # None rebuilds summaries without fold locks (one process, nothing folding meanwhile).
     pair_lock: PairLock | None = None
     batch: int = DEFAULT_BATCH
@@ -360,7 +363,13 @@ def rebuild_summary(
         if current is None and versions == 0:
             return 0, 0
         raw = (
-            channel_episodes(graph, agent_key, channel_key, until=current.position)
+            channel_episodes(
+                graph,
+                agent_key,
+                channel_key,
+                until=current.position,
+                last_tokens=forgetter.reanchor_tokens,
+            )
             if current is not None
             else []
         )

@@ -12,7 +12,8 @@ that is simply not current, instead of a growing list property rewritten on ever
 Position: a summary covers the agent's episodes of the channel up to (covers_until,
 covers_until_key) in (created_at, key) order, so two messages of the same second are never
 split ambiguously. An episode that arrives late with an earlier time is not folded; the next
-re-anchoring (a rebuild from all raw episodes up to the position) takes it in.
+re-anchoring (a rebuild from the raw episodes up to the position) takes it in, if it falls within
+the re-anchor's horizon (`last_tokens` of `channel_episodes`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from pipeline.summarize import EpisodeText, episode_tokens
 from schemas.keys import channel_key as make_channel_key
 from schemas.keys import compose_key, participant_key, scope_token
 
-# Episodes are filtered from this time on; Neo4j compares no datetime with null.
+# Episodes are filtered from this time on, and up to the end; Neo4j compares no datetime with
+# null, and a bound on both sides keeps the read a seek of the (channel_key, created_at) index.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_END = datetime(9999, 12, 31, tzinfo=UTC)
 # Records per round trip for a read capped by tokens (see channel_episodes).
 CAPPED_FETCH_SIZE = 100
 
@@ -152,12 +155,14 @@ def _read_episodes(
     after: Position | None,
     until: Position | None,
     token_cap: int | None,
+    newest_first: bool,
 ) -> list[EpisodeText]:
     result = tx.run(
-        summary_cypher.CHANNEL_EPISODES,
+        summary_cypher.CHANNEL_EPISODES_BACK if newest_first else summary_cypher.CHANNEL_EPISODES,
         agent_key=agent_key,
         channel_key=channel_key,
         from_time=after.created_at if after else _EPOCH,
+        to_time=until.created_at if until else _END,
         after_time=after.created_at if after else None,
         after_key=after.key if after else None,
         until_time=until.created_at if until else None,
@@ -175,7 +180,9 @@ def _read_episodes(
         episodes.append(episode)
         tokens += episode_tokens(episode)
         if token_cap is not None and tokens > token_cap:
-            break  # the rest is never needed (pipeline.summarize.read_cap)
+            break  # the rest is never needed (pipeline.summarize.read_cap, or the horizon)
+    if newest_first:
+        episodes.reverse()
     return episodes
 
 
@@ -187,12 +194,18 @@ def channel_episodes(
     after: Position | None = None,
     until: Position | None = None,
     token_cap: int | None = None,
+    last_tokens: int | None = None,
 ) -> list[EpisodeText]:
     """The agent's episodes of a channel after `after` and up to `until`, in time order; with
-    `token_cap`, reading stops once that many tokens are read (a long backlog stays cheap)."""
+    `token_cap`, reading stops once that many tokens are read (a long backlog stays cheap); with
+    `last_tokens`, only the latest episodes up to `until` that hold that many tokens are read
+    (a re-anchor's horizon: its cost does not grow with the channel)."""
+    if token_cap is not None and last_tokens is not None:
+        raise ValueError("token_cap reads from the oldest, last_tokens from the newest: not both")
+    cap = last_tokens if last_tokens is not None else token_cap
     # A capped read stops after a few hundred episodes: pulled in small pages, the backlog
     # behind them is never sent (the driver's default page is 1,000 records).
-    fetch = CAPPED_FETCH_SIZE if token_cap is not None else None
+    fetch = CAPPED_FETCH_SIZE if cap is not None else None
     with graph.session(write=False, fetch_size=fetch) as session:
         return session.execute_read(
             lambda tx: _read_episodes(
@@ -201,7 +214,8 @@ def channel_episodes(
                 channel_key=channel_key,
                 after=after,
                 until=until,
-                token_cap=token_cap,
+                token_cap=cap,
+                newest_first=last_tokens is not None,
             )
         )
 

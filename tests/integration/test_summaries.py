@@ -20,6 +20,7 @@ from pipeline.graph.model import FULLTEXT_INDEXES, SUMMARY
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import (
     SummaryView,
+    channel_episodes,
     current_summary,
     summary_history,
 )
@@ -27,7 +28,13 @@ from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import ingest_turns
 from pipeline.lens import BUILTIN_LENSES
 from pipeline.memorize import memorize
-from pipeline.summarize import EpisodeText, ExtractiveSummarizer, classify, sentences
+from pipeline.summarize import (
+    EpisodeText,
+    ExtractiveSummarizer,
+    classify,
+    episode_tokens,
+    sentences,
+)
 from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.keys import channel_key, episode_key, participant_key
@@ -91,8 +98,11 @@ def write_turns(graph: GraphStore, tenant: str, msgs: list[dict[str, Any]]) -> N
     write_sync_jobs(graph, jobs, memorize(jobs, RulesExtractor(), BUILTIN_LENSES))
 
 
-def raw_episodes(tenant: str, msgs: list[dict[str, Any]], until: SummaryView) -> list[EpisodeText]:
-    """The raw episodes a summary covers, rebuilt from what the test sent (not the graph)."""
+def raw_episodes(
+    tenant: str, msgs: list[dict[str, Any]], until: SummaryView | None
+) -> list[EpisodeText]:
+    """The raw episodes a summary covers (None: all), rebuilt from what the test sent (not the
+    graph)."""
     found = [
         EpisodeText(
             key=episode_key(tenant, CHANNEL["id"], m["id"]),
@@ -102,6 +112,8 @@ def raw_episodes(tenant: str, msgs: list[dict[str, Any]], until: SummaryView) ->
         )
         for m in msgs
     ]
+    if until is None:
+        return found
     return [
         e for e in found if (e.created_at, e.key) <= (until.covers_until, until.covers_until_key)
     ]
@@ -181,6 +193,47 @@ def test_folds_version_up_and_reanchor_from_raw_episodes(
     assert {r["tenant"] for r in rows} == {tenant}
     # Nothing left past the budget: another check writes nothing.
     assert fold_locked(client, graph, tuned, **keys_of(tenant)).versions == []
+
+
+def test_a_reanchor_reads_back_only_its_horizon(graph: GraphStore, tenant: str) -> None:
+    msgs = messages(60)
+    write_turns(graph, tenant, msgs)
+    keys = keys_of(tenant)
+    horizon = 150
+    # Read newest first and capped, the latest episodes come back in time order.
+    everything = channel_episodes(graph, keys["agent_key"], keys["channel_key"])
+    assert [e.key for e in everything] == [e.key for e in raw_episodes(tenant, msgs, None)]
+    latest = channel_episodes(graph, keys["agent_key"], keys["channel_key"], last_tokens=horizon)
+    assert latest == newest(everything, horizon) and 1 < len(latest) < len(everything)
+    fold_channel(
+        graph,
+        ExtractiveSummarizer(4000),
+        **keys,
+        fold_tokens=100,
+        reanchor_every=3,
+        reanchor_tokens=horizon,
+        max_folds=99,
+    )
+    # The first version is made from its chunk alone; the later anchors read back `horizon`.
+    anchors = [v for v in summary_history(graph, **keys) if v.anchored][1:]
+    assert anchors
+    for version in anchors:
+        covered = raw_episodes(tenant, msgs, version)
+        tail = newest(covered, horizon)
+        assert len(tail) < len(covered)
+        assert version.text == ExtractiveSummarizer(4000).rebuild(tail)
+        # What lies further back is not read: the whole history's summary differs.
+        assert version.text != ExtractiveSummarizer(4000).rebuild(covered)
+
+
+def newest(episodes: list[EpisodeText], cap: int) -> list[EpisodeText]:
+    """The latest episodes holding `cap` tokens (the one that crosses it included)."""
+    total = 0
+    for start in range(len(episodes) - 1, -1, -1):
+        total += episode_tokens(episodes[start])
+        if total > cap:
+            return episodes[start:]
+    return episodes
 
 
 def test_reanchoring_drops_drift_that_folding_keeps(graph: GraphStore, tenant: str) -> None:

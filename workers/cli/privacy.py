@@ -102,6 +102,7 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
         graph=runtime.graph(),
         summarizer=_summarizer(settings),
         summarizer_name=settings.summarizer,
+        reanchor_tokens=settings.summary_reanchor_tokens,
         pair_lock=_fold_lock,
         batch=args.batch,
         barrier_seconds=args.wait_seconds,

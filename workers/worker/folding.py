@@ -125,13 +125,16 @@ def fold_channel(
     channel_key: str,
     fold_tokens: int,
     reanchor_every: int,
+    reanchor_tokens: int | None = None,
     summarizer_name: str = "extractive",
     max_folds: int = FOLDS_PER_RUN,
     run_seconds: float = RUN_SECONDS,
     renew: Callable[[], object] = lambda: None,
 ) -> FoldOutcome:
     """Fold while the pair's unsummarised episodes exceed `fold_tokens` (no lock: see
-    `fold_locked`). `renew` is called after each version written; if it raises, folding stops."""
+    `fold_locked`); a re-anchor rebuilds from the last `reanchor_tokens` tokens of raw episodes
+    (None: all of them). `renew` is called after each version written; if it raises, folding
+    stops."""
     outcome = FoldOutcome()
     deadline = time.monotonic() + run_seconds
     while True:
@@ -153,7 +156,9 @@ def fold_channel(
         if current is None:
             text = summarizer.rebuild(chunk)
         elif rebuild:
-            raw = channel_episodes(graph, agent_key, channel_key, until=position)
+            raw = channel_episodes(
+                graph, agent_key, channel_key, until=position, last_tokens=reanchor_tokens
+            )
             text = summarizer.rebuild(raw)
         else:
             text = summarizer.fold(current.text, chunk)
@@ -212,6 +217,7 @@ def fold_locked(
             channel_key=channel_key,
             fold_tokens=settings.summary_fold_tokens,
             reanchor_every=settings.summary_reanchor_every,
+            reanchor_tokens=settings.summary_reanchor_tokens,
             summarizer_name=settings.summarizer,
             renew=lock.reacquire,
         )

@@ -34,17 +34,19 @@ UP_TO_POSITION: Final = """($until_time IS NULL OR e.created_at < $until_time
 # The agent's episodes of one channel, in (created_at, key) order, after the position `after`
 # (exclusive) and up to `until` (inclusive); a null bound is open. Seeks the (channel_key,
 # created_at) index, then keeps what this agent observed.
-CHANNEL_EPISODES: Final = f"""
+_CHANNEL_EPISODES_WHERE = f"""
 MATCH (e:{EPISODE})
-WHERE e.channel_key = $channel_key AND e.created_at >= $from_time
+WHERE e.channel_key = $channel_key AND e.created_at >= $from_time AND e.created_at <= $to_time
   AND ($after_time IS NULL OR e.created_at > $after_time
        OR (e.created_at = $after_time AND e.key > $after_key))
   AND {UP_TO_POSITION}
   AND {observed_by_agent("e")}
 RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
        {micros("e.created_at")} AS created_at
-ORDER BY e.created_at, e.key
 """
+CHANNEL_EPISODES: Final = f"{_CHANNEL_EPISODES_WHERE}ORDER BY e.created_at, e.key\n"
+# The same, newest first: a re-anchor reads back from its position only as far as its horizon.
+CHANNEL_EPISODES_BACK: Final = f"{_CHANNEL_EPISODES_WHERE}ORDER BY e.created_at DESC, e.key DESC\n"
 
 # A new version, written only if the version it was folded from is still current: a fold that
 # lost a race (another worker wrote a version meanwhile, or the same one first) writes nothing.
