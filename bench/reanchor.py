@@ -1,5 +1,4 @@
-"""What a summary's re-anchor costs as a channel grows, what its horizon keeps, and what a fold
-check's segment pass costs.
+"""What a summary's re-anchor costs as a channel grows, and what its horizon keeps.
 
 Every `MEMSYNC_SUMMARY_REANCHOR_EVERY` folds a rolling summary is rebuilt from raw episodes. Read
 over the channel's whole history, that costs a read and a summary of every message so far, at
@@ -12,9 +11,6 @@ re-anchor reads back only `MEMSYNC_SUMMARY_REANCHOR_TOKENS` from its position.
 2. Content (pure, ../shared/data): the Ubuntu IRC logs said in one channel, and FriendsQA's
    scenes in another; at twelve positions, the summary a re-anchor over the horizon writes
    against the one from the whole history: identical, and the share of lines in common.
-3. Segments (the same Neo4j): the first segment pass over the channel's new messages, then a
-   fold check's pass with nothing new, which looks for late messages among the latest
-   `LATE_LOOKBACK` (pipeline/graph/segments.py), medians of `--repeats`.
 
     .venv/bin/python -m bench.reanchor --sizes 10000,100000
 """
@@ -32,7 +28,6 @@ from pathlib import Path
 from bench.bulkload import EPOCH, IRC_LINE, Channel, Person, Tenant, load, load_corpus
 from bench.localservices import start_local
 from memsync.settings import Settings
-from pipeline.graph.segments import LATE_LOOKBACK, extend_segments
 from pipeline.graph.summaries import channel_episodes
 from pipeline.summarize import EpisodeText, ExtractiveSummarizer, episode_tokens
 from tests.datasets import first_speaker, friends_scenes
@@ -61,14 +56,14 @@ def timed(run: Callable[[], tuple[int, str]], repeats: int) -> tuple[float, int]
     return statistics.median(seconds), read
 
 
-def cost(sizes: Sequence[int], repeats: int, data: Path) -> None:
-    """Parts 1 and 3: one re-anchor's read and rebuild at each size, whole history against
-    horizon; the segment pass of a fold check with nothing new."""
+def cost(sizes: Sequence[int], repeats: int, data: Path) -> list[dict[str, float]]:
+    """Part 1: one re-anchor's read and rebuild at each size, whole history against horizon."""
     settings = Settings()
     summarizer = ExtractiveSummarizer(settings.summary_max_tokens)
     horizon = settings.summary_reanchor_tokens
     root = Path(tempfile.mkdtemp(prefix="memsync-reanchor-"))
     services = start_local(root)
+    rows: list[dict[str, float]] = []
     try:
         tenant = OneChannel("bench-reanchor", load_corpus(data))
         channel = tenant.channels[CHANNEL_INDEX]
@@ -83,27 +78,25 @@ def cost(sizes: Sequence[int], repeats: int, data: Path) -> None:
                 raw = channel_episodes(services.graph, agent, chan, last_tokens=last_tokens)
                 return len(raw), summarizer.rebuild(raw)
 
-            def extend() -> tuple[int, str]:
-                return extend_segments(services.graph, tenant.name, agent, chan).appended, ""
-
             whole, whole_read = timed(lambda: rebuild(None), repeats)
             part, part_read = timed(lambda: rebuild(horizon), repeats)
-            print(
-                f"{size:>9,} episodes: re-anchor over the whole history {whole * 1000:.0f} ms"
-                f" ({whole_read:,} read), over the last {horizon:,} tokens {part * 1000:.0f} ms"
-                f" ({part_read:,} read)",
-                flush=True,
+            rows.append(
+                {
+                    "episodes": size,
+                    "whole_s": whole,
+                    "whole_read": whole_read,
+                    "horizon_s": part,
+                    "horizon_read": part_read,
+                }
             )
-            first, appended = timed(extend, 1)
-            check, _ = timed(extend, repeats)
             print(
-                f"{'':>20}segments: first pass {first:.1f} s ({appended:,} appended); a fold"
-                f" check's pass with nothing new {check * 1000:.0f} ms (late messages looked for"
-                f" among the latest {LATE_LOOKBACK:,})",
+                f"{size:>9,} episodes: whole history {whole * 1000:8.0f} ms ({whole_read:,} read)"
+                f" | last {horizon:,} tokens {part * 1000:6.0f} ms ({part_read:,} read)",
                 flush=True,
             )
     finally:
         services.stop()
+    return rows
 
 
 def irc_channel(data: Path) -> list[EpisodeText]:

@@ -9,10 +9,10 @@ fold check (seconds); until then its messages rank on their own words alone.
 Position: a pair's segments cover its episodes up to the last segment's (last_at, last_key) in
 (created_at, key) order, and a pass reads what lies after it. An episode that arrives late with
 an earlier time (a replayed dead letter, a spooled turn) lies before it: once a pass has caught
-up, it sets the keys of the agent's latest `LATE_LOOKBACK` messages up to the position against
-those the recent segments list, and only when some are missing reads them and appends them to
-the open segment, out of time order (a segment is a bag of words to the ranking) and without
-moving the position.
+up, it compares how many messages the segments list with how many the agent observed up to the
+position, and only when they differ reads which are missing and appends them to the open
+segment, out of time order (a segment is a bag of words to the ranking) and without moving the
+position.
 """
 
 from __future__ import annotations
@@ -23,19 +23,14 @@ from typing import Any, Final, NamedTuple
 import neo4j
 
 from pipeline.graph.cypher import segment as segment_cypher
-from pipeline.graph.store import GraphStore, instant, native
-from pipeline.graph.summaries import Position, channel_episodes, episode_text
+from pipeline.graph.store import GraphStore, native
+from pipeline.graph.summaries import Position, channel_episodes
 from pipeline.segment import SEGMENT_SIZE, OpenSegment, SegmentAppend, segment
 from pipeline.summarize import EpisodeText
 from schemas.keys import scope_token
 
 # Tokens of new episodes read per pass round: a long backlog is segmented in bounded writes.
 READ_TOKENS: Final = 20_000
-# A late message is looked for among the agent's latest this-many messages of the channel at or
-# before the segments' position: a bounded read whatever the channel's size (counting the whole
-# channel at every fold check took 0.26 s of Neo4j at 100k messages). One that arrives later
-# than that is not segmented, and is found by its own words and vector alone.
-LATE_LOOKBACK: Final = 2_000
 REPAIR_PAGE: Final = 500
 
 
@@ -55,11 +50,9 @@ def extend_segments(
     *,
     size: int = SEGMENT_SIZE,
     max_rounds: int | None = None,
-    late_lookback: int = LATE_LOOKBACK,
 ) -> Extended:
     """Append the pair's episodes not yet in a segment, READ_TOKENS at a time, for at most
-    `max_rounds` rounds (None: until none are left); late ones are looked for among the latest
-    `late_lookback`."""
+    `max_rounds` rounds (None: until none are left)."""
     appended = rounds = 0
     pair = (tenant, agent_key, channel_key)
     while True:
@@ -71,7 +64,7 @@ def extend_segments(
             graph, agent_key, channel_key, after=position, token_cap=READ_TOKENS
         )
         if not episodes:
-            late = _late(graph, agent_key, channel_key, last, position, lookback=late_lookback)
+            late = _late(graph, agent_key, channel_key, last, position)
             if late:
                 plan = segment(agent_key, channel_key, last, late, size=size)
                 if _write(graph, plan, last, pair=pair, keep=position):
@@ -126,48 +119,28 @@ def _late(
     channel_key: str,
     last: OpenSegment | None,
     position: Position | None,
-    *,
-    lookback: int = LATE_LOOKBACK,
 ) -> list[EpisodeText]:
-    """The agent's messages among its latest `lookback` of the channel at or before the
-    segments' position that no segment lists (they arrived late), in time order. The window's
-    keys are set against the recent segments' (both bounded reads); only a key those lack is
-    checked against every segment of the pair, then read."""
+    """The agent's messages of the channel at or before the segments' position that no segment
+    lists (they arrived late), in time order; counted first, read only when the counts differ."""
     if last is None or position is None:
         return []
-    params: dict[str, Any] = {
+    params = {
         "agent_key": agent_key,
         "channel_key": channel_key,
         "until_time": position.created_at,
         "until_key": position.key,
-        "lookback": lookback,
     }
     with graph.session(write=False) as session:
-        recent = session.execute_read(
-            lambda tx: [
-                (r["key"], int(r["created_at"]))
-                for r in tx.run(segment_cypher.RECENT_EPISODE_KEYS, params)
-            ]
+        counts = session.execute_read(
+            lambda tx: tx.run(segment_cypher.SEGMENT_COVERAGE, params).single(strict=True)
         )
-        if not recent:
+        if int(counts["observed"]) <= int(counts["listed"]):
             return []
-        params["since"] = instant(min(at for _, at in recent))
         listed = session.execute_read(
-            lambda tx: {r["key"] for r in tx.run(segment_cypher.RECENT_SEGMENT_KEYS, params)}
+            lambda tx: {record["key"] for record in tx.run(segment_cypher.SEGMENT_KEYS, params)}
         )
-        missing = [key for key, _ in recent if key not in listed]
-        if not missing:
-            return []
-        params["keys"] = missing
-        elsewhere = session.execute_read(
-            lambda tx: {r["key"] for r in tx.run(segment_cypher.LISTED_KEYS, params)}
-        )
-        late = [key for key in missing if key not in elsewhere]
-        if not late:
-            return []
-        return session.execute_read(
-            lambda tx: [episode_text(r) for r in tx.run(segment_cypher.EPISODES_BY_KEY, keys=late)]
-        )
+    before = channel_episodes(graph, agent_key, channel_key, until=position)
+    return [episode for episode in before if episode.key not in listed]
 
 
 def _append(tx: neo4j.ManagedTransaction, params: dict[str, Any]) -> int:

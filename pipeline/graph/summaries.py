@@ -147,17 +147,6 @@ def summary_history(
     return [_view(r) for r in records]
 
 
-def episode_text(record: neo4j.Record) -> EpisodeText:
-    """An episode row (key, speaker_label, content, created_at in micros) as a summarizer reads
-    it."""
-    return EpisodeText(
-        key=record["key"],
-        speaker_label=record["speaker_label"] or "",
-        content=record["content"] or "",
-        created_at=instant(int(record["created_at"])),
-    )
-
-
 def _read_episodes(
     tx: neo4j.ManagedTransaction,
     *,
@@ -182,7 +171,12 @@ def _read_episodes(
     episodes: list[EpisodeText] = []
     tokens = 0
     for record in result:
-        episode = episode_text(record)
+        episode = EpisodeText(
+            key=record["key"],
+            speaker_label=record["speaker_label"] or "",
+            content=record["content"] or "",
+            created_at=instant(int(record["created_at"])),
+        )
         episodes.append(episode)
         tokens += episode_tokens(episode)
         if token_cap is not None and tokens > token_cap:

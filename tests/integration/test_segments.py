@@ -7,14 +7,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
-from pipeline.graph.cypher.segment import LAST_SEGMENT, RECENT_SEGMENT_KEYS
+from pipeline.graph.cypher.segment import LAST_SEGMENT
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.model import SEGMENT
 from pipeline.graph.search import recall
@@ -220,39 +219,3 @@ def test_a_message_that_arrives_late_joins_the_open_segment(graph: GraphStore) -
     assert record is not None and record["last_key"] == keys[0]
     assert extend_segments(graph, tenant, agent, channel, size=4) == (0, False)
     assert segments(graph, tenant) == found
-
-
-def test_late_messages_are_looked_for_among_the_latest_only(graph: GraphStore) -> None:
-    tenant = f"s{uuid.uuid4().hex[:12]}"
-    messages = trip_messages(12)
-    # Two arrive late: t9 among the latest 5 up to the position (t11), t1 far behind them.
-    late_near, late_far = messages.pop(9), messages.pop(1)
-    write_in_process(graph, [event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], messages)])
-    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
-    assert extend_segments(graph, tenant, agent, channel, size=4) == (10, False)
-    before = segments(graph, tenant)
-    # The recent segments' keys are read by time (a type mismatch would read none, and every
-    # check would fall back to reading every segment).
-    with graph.session(write=False) as session:
-        recent = session.run(
-            RECENT_SEGMENT_KEYS,
-            agent_key=agent,
-            channel_key=channel,
-            lookback=2,
-            since=datetime(1970, 1, 1, tzinfo=UTC),
-        ).value("key")
-    assert recent == [key for s in before[-2:][::-1] for key in s["episode_keys"]]
-    late = [late_near, late_far]
-    write_in_process(graph, [event(tenant, "ev-late", TRIP, [DEVON, SARAH, TRAVEL], late)])
-    assert extend_segments(graph, tenant, agent, channel, size=4, late_lookback=5) == (1, False)
-    found = segments(graph, tenant)
-    listed = [key for s in found for key in s["episode_keys"]]
-    assert episode_key(tenant, TRIP["id"], "t9") in listed
-    assert episode_key(tenant, TRIP["id"], "t1") not in listed
-    assert len(listed) == len(set(listed)) == 11
-    assert found[:-1] == before[:-1]
-    # Nothing else is taken for late, and a wider window finds the other.
-    assert extend_segments(graph, tenant, agent, channel, size=4, late_lookback=5) == (0, False)
-    assert extend_segments(graph, tenant, agent, channel, size=4) == (1, False)
-    listed = [key for s in segments(graph, tenant) for key in s["episode_keys"]]
-    assert len(listed) == len(set(listed)) == 12

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.cypher.instant import micros
 from pipeline.graph.cypher.search import observed_by_agent
 from pipeline.graph.cypher.summary import UP_TO_POSITION
 from pipeline.graph.model import AGENT_NODE, EPISODE, OBSERVED, SEGMENT
@@ -19,48 +18,30 @@ ORDER BY s.seq DESC
 LIMIT 1
 """
 
-# The agent's latest $lookback messages of the channel at or before the segments' position
-# ($until_time, $until_key), newest first: where a late message is looked for. One descending
-# walk of the (channel_key, created_at) index, bounded whatever the channel's size.
-RECENT_EPISODE_KEYS: Final = f"""
-MATCH (e:{EPISODE})
-WHERE e.channel_key = $channel_key AND e.created_at <= $until_time AND {UP_TO_POSITION}
-  AND {observed_by_agent("e")}
-RETURN e.key AS key, {micros("e.created_at")} AS created_at
-ORDER BY e.created_at DESC, e.key DESC
-LIMIT $lookback
+# How many messages the pair's segments list, against how many of the agent's messages of the
+# channel lie at or before the segments' position ($until_time, $until_key): more of the latter
+# means some arrived late, with an earlier time than messages already segmented.
+SEGMENT_COVERAGE: Final = f"""
+CALL () {{
+  MATCH (s:{SEGMENT})
+  WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
+  RETURN coalesce(sum(s.count), 0) AS listed
+}}
+CALL () {{
+  MATCH (e:{EPISODE})
+  WHERE e.channel_key = $channel_key AND e.created_at <= $until_time AND {UP_TO_POSITION}
+    AND {observed_by_agent("e")}
+  RETURN count(e) AS observed
+}}
+RETURN listed, observed
 """
 
-# The message keys of the pair's segments that end at or after $since, among its last $lookback
-# by number (each lists at least one message, so older ones cannot hold the window's): a seek
-# of segment_agent_channel_seq, read backwards. Every key a segment lists was said at or before
-# the segment's last_at (a late message joins with the position's time).
-RECENT_SEGMENT_KEYS: Final = f"""
+# Every message key the pair's segments list.
+SEGMENT_KEYS: Final = f"""
 MATCH (s:{SEGMENT})
 WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
-WITH s ORDER BY s.seq DESC LIMIT $lookback
-WITH s WHERE s.last_at >= $since
 UNWIND coalesce(s.episode_keys, []) AS key
 RETURN key
-"""
-
-# Which of $keys any segment of the pair lists: read only when the recent segments lack some of
-# the window's messages, before they are appended as late.
-LISTED_KEYS: Final = f"""
-MATCH (s:{SEGMENT})
-WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
-UNWIND coalesce(s.episode_keys, []) AS key
-WITH key WHERE key IN $keys
-RETURN DISTINCT key
-"""
-
-# The episodes of $keys as a summarizer reads them, in (created_at, key) order: unique-key seeks.
-EPISODES_BY_KEY: Final = f"""
-UNWIND $keys AS key
-MATCH (e:{EPISODE} {{key: key}})
-RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
-       {micros("e.created_at")} AS created_at
-ORDER BY e.created_at, e.key
 """
 
 # `episode_keys` lists the segment's messages in order (no edges: recall and repair read the
