@@ -28,6 +28,7 @@ from pathlib import Path
 from bench.bulkload import EPOCH, IRC_LINE, Channel, Person, Tenant, load, load_corpus
 from bench.localservices import start_local
 from memsync.settings import Settings
+from pipeline.graph.schema import init_schema
 from pipeline.graph.summaries import channel_episodes
 from pipeline.summarize import EpisodeText, ExtractiveSummarizer, episode_tokens
 from tests.datasets import first_speaker, friends_scenes
@@ -65,6 +66,7 @@ def cost(sizes: Sequence[int], repeats: int, data: Path) -> list[dict[str, float
     services = start_local(root)
     rows: list[dict[str, float]] = []
     try:
+        init_schema(services.graph)
         tenant = OneChannel("bench-reanchor", load_corpus(data))
         channel = tenant.channels[CHANNEL_INDEX]
         agent, chan = tenant.key(channel.agents[0]), tenant.channel_key(channel)

@@ -46,7 +46,11 @@ RETURN e.key AS key, e.speaker_label AS speaker_label, e.content AS content,
 """
 CHANNEL_EPISODES: Final = f"{_CHANNEL_EPISODES_WHERE}ORDER BY e.created_at, e.key\n"
 # The same, newest first: a re-anchor reads back from its position only as far as its horizon.
-CHANNEL_EPISODES_BACK: Final = f"{_CHANNEL_EPISODES_WHERE}ORDER BY e.created_at DESC, e.key DESC\n"
+# channel_key leads the order so the planner can walk the index backwards and stream; ordered
+# by created_at alone it sorted the whole channel first (0.57 s against 0.15 s at 100,000).
+CHANNEL_EPISODES_BACK: Final = (
+    f"{_CHANNEL_EPISODES_WHERE}ORDER BY e.channel_key DESC, e.created_at DESC, e.key DESC\n"
+)
 
 # A new version, written only if the version it was folded from is still current: a fold that
 # lost a race (another worker wrote a version meanwhile, or the same one first) writes nothing.
