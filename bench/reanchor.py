@@ -30,7 +30,7 @@ from bench.localservices import start_local
 from memsync.settings import Settings
 from pipeline.graph.schema import init_schema
 from pipeline.graph.summaries import channel_episodes
-from pipeline.summarize import EpisodeText, ExtractiveSummarizer, episode_tokens
+from pipeline.summarize import EpisodeText, ExtractiveSummarizer, episode_tokens, horizon
 from tests.datasets import first_speaker, friends_scenes
 
 # A group channel of the synthetic tenant; every episode is said in it.
@@ -130,16 +130,6 @@ def _episode(i: int, speaker: str, text: str, day: int) -> EpisodeText:
     )
 
 
-def last_tokens(episodes: Sequence[EpisodeText], cap: int) -> Sequence[EpisodeText]:
-    """The latest episodes holding `cap` tokens, as `channel_episodes(last_tokens=cap)` reads."""
-    total = 0
-    for start in range(len(episodes) - 1, -1, -1):
-        total += episode_tokens(episodes[start])
-        if total > cap:
-            return episodes[start:]
-    return episodes
-
-
 def content(data: Path, horizons: Sequence[int]) -> None:
     """Part 2: the horizon's summary against the whole history's, on real channels."""
     summarizer = ExtractiveSummarizer(Settings().summary_max_tokens)
@@ -154,7 +144,7 @@ def content(data: Path, horizons: Sequence[int]) -> None:
             # Where the history fits the horizon the two are the same by construction.
             longer = sum(sum(episode_tokens(e) for e in episodes[:p]) > cap for p in positions)
             for p in positions:
-                part = summarizer.rebuild(last_tokens(episodes[:p], cap))
+                part = summarizer.rebuild(horizon(episodes[:p], cap))
                 same += part == whole[p]
                 a, b = set(whole[p].splitlines()), set(part.splitlines())
                 shares.append(len(a & b) / max(1, len(a | b)))

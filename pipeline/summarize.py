@@ -114,6 +114,17 @@ def fold_chunk(pending: Sequence[EpisodeText], fold_tokens: int) -> list[Episode
     return list(pending)
 
 
+def horizon(episodes: Sequence[EpisodeText], tokens: int) -> Sequence[EpisodeText]:
+    """The latest of `episodes` (in time order) that hold `tokens`, the one that crosses it
+    included: what a re-anchor reads back (pipeline.graph.summaries.channel_episodes)."""
+    total = 0
+    for start in range(len(episodes) - 1, -1, -1):
+        total += episode_tokens(episodes[start])
+        if total > tokens:
+            return episodes[start:]
+    return episodes
+
+
 def read_cap(fold_tokens: int) -> int:
     """How many tokens of a backlog `fold_chunk` needs to see: past this it always takes the
     first `fold_tokens`."""

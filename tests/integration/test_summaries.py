@@ -32,7 +32,7 @@ from pipeline.summarize import (
     EpisodeText,
     ExtractiveSummarizer,
     classify,
-    episode_tokens,
+    horizon,
     sentences,
 )
 from pipeline.trust import DirectoryTrustPolicy
@@ -199,41 +199,31 @@ def test_a_reanchor_reads_back_only_its_horizon(graph: GraphStore, tenant: str) 
     msgs = messages(60)
     write_turns(graph, tenant, msgs)
     keys = keys_of(tenant)
-    horizon = 150
+    window = 150
     # Read newest first and capped, the latest episodes come back in time order.
     everything = channel_episodes(graph, keys["agent_key"], keys["channel_key"])
     assert [e.key for e in everything] == [e.key for e in raw_episodes(tenant, msgs, None)]
-    latest = channel_episodes(graph, keys["agent_key"], keys["channel_key"], last_tokens=horizon)
-    assert latest == newest(everything, horizon) and 1 < len(latest) < len(everything)
+    latest = channel_episodes(graph, keys["agent_key"], keys["channel_key"], last_tokens=window)
+    assert latest == list(horizon(everything, window)) and 1 < len(latest) < len(everything)
     fold_channel(
         graph,
         ExtractiveSummarizer(4000),
         **keys,
         fold_tokens=100,
         reanchor_every=3,
-        reanchor_tokens=horizon,
+        reanchor_tokens=window,
         max_folds=99,
     )
-    # The first version is made from its chunk alone; the later anchors read back `horizon`.
+    # The first version is made from its chunk alone; the later anchors read back `window`.
     anchors = [v for v in summary_history(graph, **keys) if v.anchored][1:]
     assert anchors
     for version in anchors:
         covered = raw_episodes(tenant, msgs, version)
-        tail = newest(covered, horizon)
+        tail = list(horizon(covered, window))
         assert len(tail) < len(covered)
         assert version.text == ExtractiveSummarizer(4000).rebuild(tail)
         # What lies further back is not read: the whole history's summary differs.
         assert version.text != ExtractiveSummarizer(4000).rebuild(covered)
-
-
-def newest(episodes: list[EpisodeText], cap: int) -> list[EpisodeText]:
-    """The latest episodes holding `cap` tokens (the one that crosses it included)."""
-    total = 0
-    for start in range(len(episodes) - 1, -1, -1):
-        total += episode_tokens(episodes[start])
-        if total > cap:
-            return episodes[start:]
-    return episodes
 
 
 def test_reanchoring_drops_drift_that_folding_keeps(graph: GraphStore, tenant: str) -> None:

@@ -21,6 +21,7 @@ from pipeline.summarize import (
     episode_tokens,
     estimate_tokens,
     fold_chunk,
+    horizon,
     read_cap,
     sentences,
 )
@@ -344,3 +345,12 @@ def test_llm_errors_surface_as_retryable_after_the_attempts(model: tuple[FakeMod
     with pytest.raises(LLMError):
         llm(url).fold(None, TRIP)
     assert len(fake.requests) == 4
+
+
+def test_a_horizon_holds_the_latest_episodes_up_to_its_tokens() -> None:
+    sizes = [episode_tokens(e) for e in TRIP]
+    assert horizon(TRIP, sum(sizes)) == TRIP  # all of it fits
+    assert horizon(TRIP, 0) == TRIP[-1:]  # the one that crosses the cap is kept
+    cut = horizon(TRIP, sizes[-1] + sizes[-2])
+    assert cut == TRIP[-3:]  # two fit exactly; the third crosses
+    assert horizon([], 100) == []
