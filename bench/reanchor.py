@@ -57,14 +57,13 @@ def timed(run: Callable[[], tuple[int, str]], repeats: int) -> tuple[float, int]
     return statistics.median(seconds), read
 
 
-def cost(sizes: Sequence[int], repeats: int, data: Path) -> list[dict[str, float]]:
+def cost(sizes: Sequence[int], repeats: int, data: Path) -> None:
     """Part 1: one re-anchor's read and rebuild at each size, whole history against horizon."""
     settings = Settings()
     summarizer = ExtractiveSummarizer(settings.summary_max_tokens)
-    horizon = settings.summary_reanchor_tokens
+    window = settings.summary_reanchor_tokens
     root = Path(tempfile.mkdtemp(prefix="memsync-reanchor-"))
     services = start_local(root)
-    rows: list[dict[str, float]] = []
     try:
         init_schema(services.graph)
         tenant = OneChannel("bench-reanchor", load_corpus(data))
@@ -81,24 +80,14 @@ def cost(sizes: Sequence[int], repeats: int, data: Path) -> list[dict[str, float
                 return len(raw), summarizer.rebuild(raw)
 
             whole, whole_read = timed(lambda: rebuild(None), repeats)
-            part, part_read = timed(lambda: rebuild(horizon), repeats)
-            rows.append(
-                {
-                    "episodes": size,
-                    "whole_s": whole,
-                    "whole_read": whole_read,
-                    "horizon_s": part,
-                    "horizon_read": part_read,
-                }
-            )
+            part, part_read = timed(lambda: rebuild(window), repeats)
             print(
                 f"{size:>9,} episodes: whole history {whole * 1000:8.0f} ms ({whole_read:,} read)"
-                f" | last {horizon:,} tokens {part * 1000:6.0f} ms ({part_read:,} read)",
+                f" | last {window:,} tokens {part * 1000:6.0f} ms ({part_read:,} read)",
                 flush=True,
             )
     finally:
         services.stop()
-    return rows
 
 
 def irc_channel(data: Path) -> list[EpisodeText]:
