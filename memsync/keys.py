@@ -39,6 +39,8 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:embed:workers          | string     | an embed worker runs; expires unless renewed   |
 | memsync:fold:lock:{a}:{c}      | string     | the fold of agent a's summary of channel c     |
 | memsync:fold:check:{a}:{c}     | string     | a fold check was sent lately (expires)         |
+| memsync:segment:late:{a}:{c}   | hash       | earliest message time written since the check  |
+| memsync:segment:audit:{a}:{c}  | string     | the pair's segments were audited lately        |
 | memsync:activity:{c}           | sorted set | agent key -> its latest message time in c      |
 
 `turn_ref` is `escape(tenant) + "/" + escape(event_id)`; plain ids read as "acme/evt-7f3a".
@@ -188,6 +190,21 @@ def fold_lock(agent_key: str, channel_key: str) -> str:
 def fold_check(agent_key: str, channel_key: str) -> str:
     """String: a fold check for this (agent, channel) was sent lately; expires by itself."""
     return _key("fold", "check", escape(agent_key), escape(channel_key))
+
+
+# Segments' late messages (workers/state/latemessages.py): how far back a fold check looks for
+# messages written after their time was segmented, and when it last looked through everything.
+
+
+def segment_late(agent_key: str, channel_key: str) -> str:
+    """Hash: `since` (epoch microseconds of the earliest message written since the pair's last
+    fold check took it) and `writes` (how many writes noted it); expires by itself."""
+    return _key("segment", "late", escape(agent_key), escape(channel_key))
+
+
+def segment_audit(agent_key: str, channel_key: str) -> str:
+    """String: the pair's segments were checked against the whole channel lately (expires)."""
+    return _key("segment", "audit", escape(agent_key), escape(channel_key))
 
 
 # Agents' latest message per channel, for the idle window (workers/state/activity.py).

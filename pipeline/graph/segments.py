@@ -9,15 +9,18 @@ fold check (seconds); until then its messages rank on their own words alone.
 Position: a pair's segments cover its episodes up to the last segment's (last_at, last_key) in
 (created_at, key) order, and a pass reads what lies after it. An episode that arrives late with
 an earlier time (a replayed dead letter, a spooled turn) lies before it: once a pass has caught
-up, it compares how many messages the segments list with how many the agent observed up to the
-position, and only when they differ reads which are missing and appends them to the open
-segment, out of time order (a segment is a bag of words to the ranking) and without moving the
-position.
+up, it reads which messages said since `late_since` no segment lists and appends them to the
+open segment, out of time order (a segment is a bag of words to the ranking) and without moving
+the position. `late_since` bounds that look by how late a message came, not by how long the
+channel is: the fold check passes the earliest message time written since its last pass
+(workers/state/latemessages.py), None when nothing written could be late, or EVER (an audit,
+now and then: how many messages the segments list against how many the agent observed, the
+whole channel counted, and only when they differ which are missing).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
 import neo4j
@@ -32,6 +35,8 @@ from schemas.keys import scope_token
 # Tokens of new episodes read per pass round: a long backlog is segmented in bounded writes.
 READ_TOKENS: Final = 20_000
 REPAIR_PAGE: Final = 500
+# `late_since` for a look through the whole channel up to the position.
+EVER: Final = datetime.min.replace(tzinfo=UTC)
 
 
 class Extended(NamedTuple):
@@ -50,21 +55,28 @@ def extend_segments(
     *,
     size: int = SEGMENT_SIZE,
     max_rounds: int | None = None,
+    late_since: datetime | None = EVER,
 ) -> Extended:
     """Append the pair's episodes not yet in a segment, READ_TOKENS at a time, for at most
-    `max_rounds` rounds (None: until none are left)."""
+    `max_rounds` rounds (None: until none are left); then those said at or after `late_since`
+    that arrived after the segments had passed them (None: look for none)."""
     appended = rounds = 0
     pair = (tenant, agent_key, channel_key)
+    start: Position | None = None
     while True:
         if max_rounds is not None and rounds >= max_rounds:
             return Extended(appended, more=True)
         rounds += 1
         last, position = _last_segment(graph, agent_key, channel_key)
+        start = position if rounds == 1 else start
         episodes = channel_episodes(
             graph, agent_key, channel_key, after=position, token_cap=READ_TOKENS
         )
         if not episodes:
-            late = _late(graph, agent_key, channel_key, last, position)
+            # A message said after the first round's position was read in time order above.
+            if late_since is None or start is None or late_since > start.created_at:
+                return Extended(appended, more=False)
+            late = _late(graph, agent_key, channel_key, last, position, since=late_since)
             if late:
                 plan = segment(agent_key, channel_key, last, late, size=size)
                 if _write(graph, plan, last, pair=pair, keep=position):
@@ -119,9 +131,12 @@ def _late(
     channel_key: str,
     last: OpenSegment | None,
     position: Position | None,
+    *,
+    since: datetime,
 ) -> list[EpisodeText]:
-    """The agent's messages of the channel at or before the segments' position that no segment
-    lists (they arrived late), in time order; counted first, read only when the counts differ."""
+    """The agent's messages of the channel said from `since` up to the segments' position that
+    no segment lists (they arrived late), in time order. From EVER, counted first and read only
+    when the counts differ: the whole channel's keys are a long read."""
     if last is None or position is None:
         return []
     params = {
@@ -129,17 +144,21 @@ def _late(
         "channel_key": channel_key,
         "until_time": position.created_at,
         "until_key": position.key,
+        "since": None if since == EVER else since,
     }
     with graph.session(write=False) as session:
-        counts = session.execute_read(
-            lambda tx: tx.run(segment_cypher.SEGMENT_COVERAGE, params).single(strict=True)
-        )
-        if int(counts["observed"]) <= int(counts["listed"]):
-            return []
+        if since == EVER:
+            counts = session.execute_read(
+                lambda tx: tx.run(segment_cypher.SEGMENT_COVERAGE, params).single(strict=True)
+            )
+            if int(counts["observed"]) <= int(counts["listed"]):
+                return []
         listed = session.execute_read(
             lambda tx: {record["key"] for record in tx.run(segment_cypher.SEGMENT_KEYS, params)}
         )
-    before = channel_episodes(graph, agent_key, channel_key, until=position)
+    # Position's key "" sorts before every key: the read starts at `since` itself.
+    after = None if since == EVER else Position(created_at=since, key="")
+    before = channel_episodes(graph, agent_key, channel_key, after=after, until=position)
     return [episode for episode in before if episode.key not in listed]
 
 

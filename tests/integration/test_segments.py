@@ -7,17 +7,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import redis
 
+from memsync import keys
 from memsync.settings import Settings
 from pipeline.extract import RulesExtractor
 from pipeline.graph.cypher.segment import LAST_SEGMENT
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.model import SEGMENT
 from pipeline.graph.search import recall
-from pipeline.graph.segments import extend_segments
+from pipeline.graph.segments import EVER, extend_segments
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import ingest_turns
@@ -32,7 +35,9 @@ from tests.integration.test_forget import run
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, event, msg
 from tests.integration.writing import searchable
 from workers.local import services
+from workers.state import latemessages
 from workers.state.ledger import Ledger
+from workers.worker.folding import request_folds
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +224,97 @@ def test_a_message_that_arrives_late_joins_the_open_segment(graph: GraphStore) -
     assert record is not None and record["last_key"] == keys[0]
     assert extend_segments(graph, tenant, agent, channel, size=4) == (0, False)
     assert segments(graph, tenant) == found
+
+
+def at_minute(minute: int) -> datetime:
+    return datetime(2026, 11, 29, 10, minute, tzinfo=UTC)
+
+
+def test_a_late_look_reaches_back_only_as_far_as_it_is_told(graph: GraphStore) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    messages = trip_messages(8)
+    late_new, late_old = messages.pop(6), messages.pop(1)
+    write_in_process(graph, [event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], messages)])
+    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (6, False)
+    write_in_process(
+        graph, [event(tenant, "ev-late", TRIP, [DEVON, SARAH, TRAVEL], [late_old, late_new])]
+    )
+    # Told nothing was written out of order, the pass looks for nothing.
+    assert extend_segments(graph, tenant, agent, channel, size=4, late_since=None) == (0, False)
+    # Told to look back to minute 6, it finds t6 and not t1 (minute 1).
+    assert extend_segments(graph, tenant, agent, channel, size=4, late_since=at_minute(6)) == (
+        1,
+        False,
+    )
+    key = {m: episode_key(tenant, TRIP["id"], m) for m in ("t1", "t5", "t6", "t7")}
+    assert segments(graph, tenant)[-1]["episode_keys"] == [key["t5"], key["t7"], key["t6"]]
+    # The same look again finds t6 listed already.
+    assert extend_segments(graph, tenant, agent, channel, size=4, late_since=at_minute(6)) == (
+        0,
+        False,
+    )
+    # The audit looks through everything and finds t1.
+    assert extend_segments(graph, tenant, agent, channel, size=4, late_since=EVER) == (1, False)
+    found = segments(graph, tenant)
+    assert found[-1]["episode_keys"] == [key["t5"], key["t7"], key["t6"], key["t1"]]
+    assert sum(s["covers"] for s in found) == 8
+    assert extend_segments(graph, tenant, agent, channel, size=4) == (0, False)
+
+
+def test_a_write_notes_how_far_back_the_next_check_looks(fresh_redis: redis.Redis) -> None:
+    pair_a, pair_b = ("t", "agent-a", "channel-1"), ("t", "agent-b", "channel-1")
+    sent: list[tuple[str, str, str]] = []
+
+    def send(*pair: str) -> None:
+        sent.append((pair[0], pair[1], pair[2]))
+
+    assert request_folds(fresh_redis, {pair_a: at_minute(5), pair_b: at_minute(3)}, send) == 2
+    # A second write within CHECK_SECONDS sends no check, but its earlier time is noted.
+    assert request_folds(fresh_redis, {pair_a: at_minute(2)}, send) == 0
+    assert sorted(sent) == [pair_a, pair_b]
+    first = latemessages.read_note(fresh_redis, "agent-a", "channel-1")
+    assert (first.since, first.writes) == (at_minute(2), 2)
+    assert latemessages.read_note(fresh_redis, "agent-b", "channel-1") == (at_minute(3), 1)
+    # A later time does not move the note back; a check that read it before cannot clear it.
+    request_folds(fresh_redis, {pair_a: at_minute(9)}, send)
+    assert not latemessages.clear_note(fresh_redis, "agent-a", "channel-1", first)
+    second = latemessages.read_note(fresh_redis, "agent-a", "channel-1")
+    assert (second.since, second.writes) == (at_minute(2), 3)
+    assert latemessages.clear_note(fresh_redis, "agent-a", "channel-1", second)
+    assert latemessages.read_note(fresh_redis, "agent-a", "channel-1") == (None, None)
+    assert latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
+    latemessages.audited(fresh_redis, "agent-a", "channel-1")
+    assert not latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
+    assert fresh_redis.ttl(keys.segment_audit("agent-a", "channel-1")) > 0
+
+
+def test_a_late_turn_joins_a_segment_through_the_worker(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    tenant = f"s{uuid.uuid4().hex[:12]}"
+    messages = trip_messages(6)
+    late = messages.pop(2)
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    emit_all(settings, ledger, [event(tenant, "ev-trip", TRIP, [DEVON, SARAH, TRAVEL], messages)])
+    wait_for(
+        lambda: sum(s["covers"] for s in segments(graph, tenant)) == len(messages),
+        "the worker to segment the turn",
+    )
+    agent, channel = participant_key(tenant, "a-travel"), channel_key(tenant, TRIP["id"])
+    client = redis.Redis.from_url(settings.broker_url)
+    try:
+        # The first check audited the pair: for the next hour only notes send a check back.
+        wait_for(lambda: not latemessages.audit_due(client, agent, channel), "the audit mark")
+        emit_all(settings, ledger, [event(tenant, "ev-late", TRIP, [DEVON, SARAH, TRAVEL], [late])])
+        wait_for(
+            lambda: sum(s["covers"] for s in segments(graph, tenant)) == len(messages) + 1,
+            "the late message to join a segment",
+        )
+        wait_for(
+            lambda: latemessages.read_note(client, agent, channel).since is None,
+            "the check to take the note",
+        )
+    finally:
+        client.close()
+    assert segments(graph, tenant)[-1]["episode_keys"][-1] == episode_key(tenant, TRIP["id"], "t2")

@@ -24,7 +24,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -35,7 +36,7 @@ from redis.exceptions import LockError
 from memsync import keys
 from memsync.settings import FOLD_QUEUE, Settings
 from pipeline.errors import ConfigurationError, MemsyncError, RetryableError
-from pipeline.graph.segments import extend_segments
+from pipeline.graph.segments import EVER, Extended, extend_segments
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import (
     NewSummary,
@@ -45,6 +46,9 @@ from pipeline.graph.summaries import (
     write_summary,
 )
 from pipeline.summarize import ExtractiveSummarizer, Summarizer, fold_chunk, read_cap
+from schemas.records import SyncJob
+from workers.state import latemessages
+from workers.state.latemessages import note_written
 from workers.worker import runtime
 from workers.worker.llm import LLMExtractor, RateLimit
 from workers.worker.llm_summary import LLMSummarizer
@@ -206,9 +210,7 @@ def fold_locked(
     if not lock.acquire():
         return FoldOutcome(busy=True)
     try:
-        segmented = extend_segments(
-            graph, tenant, agent_key, channel_key, max_rounds=SEGMENT_ROUNDS_PER_RUN
-        )
+        segmented = _segment(client, graph, tenant, agent_key, channel_key)
         outcome = fold_channel(
             graph,
             summarizer or process_summarizer(settings),
@@ -230,6 +232,29 @@ def fold_locked(
             lock.release()
 
 
+def _segment(
+    client: redis.Redis, graph: GraphStore, tenant: str, agent_key: str, channel_key: str
+) -> Extended:
+    """Extend the pair's segments, looking for late messages back to the earliest time written
+    since the last check (or through the whole channel, once every AUDIT_SECONDS)."""
+    note = latemessages.read_note(client, agent_key, channel_key)
+    audit = latemessages.audit_due(client, agent_key, channel_key)
+    segmented = extend_segments(
+        graph,
+        tenant,
+        agent_key,
+        channel_key,
+        max_rounds=SEGMENT_ROUNDS_PER_RUN,
+        late_since=EVER if audit else note.since,
+    )
+    if not segmented.more:
+        # Only now was every noted message looked at; what is noted after the read stays.
+        latemessages.clear_note(client, agent_key, channel_key, note)
+        if audit:
+            latemessages.audited(client, agent_key, channel_key)
+    return segmented
+
+
 def send_fold(
     app: Celery, tenant: str, agent_key: str, channel_key: str, countdown: float = 0
 ) -> None:
@@ -238,36 +263,51 @@ def send_fold(
     )
 
 
+def earliest_written(jobs: Iterable[SyncJob]) -> dict[Pair, datetime]:
+    """Each (tenant, agent, channel) the jobs wrote to, with the earliest message time written."""
+    earliest: dict[Pair, datetime] = {}
+    for job in jobs:
+        pair = (job.tenant, job.agent.key, job.channel.key)
+        for message in job.messages:
+            if pair not in earliest or message.created_at < earliest[pair]:
+                earliest[pair] = message.created_at
+    return earliest
+
+
 def request_folds(
     client: redis.Redis,
-    pairs: Iterable[Pair],
+    written: Mapping[Pair, datetime],
     send: Callable[[str, str, str], None],
 ) -> int:
-    """Send a fold check for each pair that had none in the last CHECK_SECONDS, delayed by that
-    long; how many were sent. One Redis round trip for all the pairs."""
-    unique = sorted(set(pairs))
+    """Note each pair's earliest message time just written (how far back its next check looks
+    for late messages), and send a fold check for each pair that had none in the last
+    CHECK_SECONDS, delayed by that long; how many were sent. One Redis round trip for all."""
+    unique = sorted(written)
     if not unique:
         return 0
     pipe = client.pipeline(transaction=False)
+    note_written(
+        pipe, {(agent, channel): written[(_, agent, channel)] for _, agent, channel in unique}
+    )
     for _, agent_key, channel_key in unique:
         pipe.set(keys.fold_check(agent_key, channel_key), b"1", nx=True, ex=CHECK_SECONDS)
     sent = 0
-    for pair, fresh in zip(unique, pipe.execute(), strict=True):
+    for pair, fresh in zip(unique, pipe.execute()[len(unique) :], strict=True):
         if fresh:
             send(*pair)
             sent += 1
     return sent
 
 
-def request_folds_quietly(app: Celery, pairs: Iterable[Pair]) -> None:
+def request_folds_quietly(app: Celery, written: Mapping[Pair, datetime]) -> None:
     """Fold checks from a sync task, through its app, each delayed by CHECK_SECONDS: never fail
-    the sync (the next turn sends another)."""
+    the sync (the next turn sends another; a lost note waits for the audit)."""
 
     def send_delayed(tenant: str, agent_key: str, channel_key: str) -> None:
         send_fold(app, tenant, agent_key, channel_key, countdown=CHECK_SECONDS)
 
     try:
-        request_folds(runtime.redis_client(), pairs, send_delayed)
+        request_folds(runtime.redis_client(), written, send_delayed)
     except Exception as exc:  # redis and kombu raise many types; a lost check is only a delay
         log.warning("fold check not sent: %s: %s", type(exc).__name__, exc)
 

@@ -28,7 +28,7 @@ from workers.state.deadletter import DeadLetter
 from workers.worker import metrics, runtime
 from workers.worker.app import app
 from workers.worker.embedding import kick_quietly
-from workers.worker.folding import request_folds_quietly
+from workers.worker.folding import earliest_written, request_folds_quietly
 from workers.worker.isolation import bisect
 from workers.worker.retrying import briefly
 from workers.worker.taskbase import MemsyncTask
@@ -252,9 +252,7 @@ def _settle(
         kick_quietly(celery_app)
         # Their channels' summaries may be due a fold and their segments new messages
         # (workers/worker/folding.py); never waited on.
-        request_folds_quietly(
-            celery_app, [(job.tenant, job.agent.key, job.channel.key) for job in written]
-        )
+        request_folds_quietly(celery_app, earliest_written(written))
 
 
 def _write_in_place(task: IngestTask, jobs: list[SyncJob], emitted_at: str | None) -> bool | None:

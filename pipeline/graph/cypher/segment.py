@@ -36,10 +36,14 @@ CALL () {{
 RETURN listed, observed
 """
 
-# Every message key the pair's segments list.
+# Every message key the pair's segments list; with $since, only those of segments whose last
+# message is at or after it. A segment's `last_at` is never earlier than any message it lists
+# (a late message joins the open segment, whose last_at is the position), so no message said at
+# or after $since is left out. A segment written before last_at existed is always read.
 SEGMENT_KEYS: Final = f"""
 MATCH (s:{SEGMENT})
 WHERE s.agent_key = $agent_key AND s.channel_key = $channel_key AND s.seq IS NOT NULL
+  AND ($since IS NULL OR coalesce(s.last_at >= $since, true))
 UNWIND coalesce(s.episode_keys, []) AS key
 RETURN key
 """
