@@ -16,6 +16,7 @@ one, and the rendered messages never exceed the budget (tokens estimated with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -33,6 +34,13 @@ STALE_AFTER_DAYS: Final = 90
 
 _SOURCE_RANK: Final = {"verified": 0, "self_stated": 0, "peer_stated": 1}
 _FAR_FUTURE: Final = datetime.max.replace(tzinfo=UTC)
+
+
+def quotes(text: str, value: str) -> bool:
+    """Whether `text` names `value` as whole words (case aside): "the 2000 EUR budget" quotes
+    "2000 EUR", "20000 EUR" does not quote "2000 EUR"."""
+    found = re.search(rf"(?<!\w){re.escape(value.strip())}(?!\w)", text, re.IGNORECASE)
+    return bool(value.strip()) and found is not None
 
 
 def is_stale(last_confirmed: datetime, now: datetime, stale_after_days: int) -> bool:

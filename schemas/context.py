@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.memory import Source
-from schemas.recall import RecallItem, reply_note
+from schemas.recall import Change, RecallItem, reply_note
 
 Section = Literal["header", "summary", "commitments", "facts", "memories"]
 SECTIONS: tuple[Section, ...] = ("header", "summary", "commitments", "facts", "memories")
@@ -114,6 +114,9 @@ class ContextCommitment(BaseModel):
     # The message it answers ("Name (@handle): text"), when its own words point back at it
     # ("I'll do that for you"): without it the line names nothing to act on.
     in_reply_to: str | None = None
+    # Values its text quotes that a later statement replaced (the commitment stands; the value
+    # it names is no longer current), each with what replaced it.
+    changed: list[Change] = Field(default_factory=list)
 
     def line(self) -> str:
         due = f", due {self.due.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if self.due else ""
@@ -125,7 +128,8 @@ class ContextCommitment(BaseModel):
         if not said.startswith(self.owed_by.label):
             owes = f"owes {self.owed_to.label}" if self.owed_to else "promised"
             said = f"{self.owed_by.label} {owes}: {said}"
-        return f"- {said}{reply_note(self.in_reply_to)} ({since}{due}{mark})"
+        changes = "".join(f"\n  ({change.note()})" for change in self.changed)
+        return f"- {said}{reply_note(self.in_reply_to)} ({since}{due}{mark}){changes}"
 
 
 class Dropped(BaseModel):

@@ -101,11 +101,15 @@ class Change(BaseModel):
     was: str
     now: str
     evidence: list[str]
+    # Where the replacement was said, when that is not the recalled message's own channel (a
+    # commitment's note: its value may change wherever its audience heard it).
+    said_in: str | None = None
 
     def note(self) -> str:
-        """The change as a reader is told it beside the old message: what a later message here
-        said, not what is current (a replacement said elsewhere is not named)."""
-        return f'later in this channel, "{self.was}" became "{self.now}"'
+        """The change as a reader is told it beside the old message: what a later message said
+        and where, not what is current (a replacement its audience did not hear is not named)."""
+        where = "in this channel" if self.said_in is None else f"in #{self.said_in}"
+        return f'later {where}, "{self.was}" became "{self.now}"'
 
 
 class RecallItem(BaseModel):

@@ -35,7 +35,7 @@ from pipeline.embedder import Embedder
 from pipeline.english.reference import POINTS_BACK_MATCH
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import context as context_cypher
-from pipeline.graph.retrieval import asked_line
+from pipeline.graph.retrieval import asked_line, quoted_changes
 from pipeline.graph.search import DM_POLICIES, recall
 from pipeline.graph.store import GraphStore, instant
 from schemas.context import (
@@ -258,4 +258,5 @@ def _commitment(row: dict[str, Any]) -> ContextCommitment:
         learnt_in=list(row["learnt_in"]),
         evidence=list(row["evidence"]),
         in_reply_to=asked_line(row["asked"]),
+        changed=quoted_changes(row),
     )

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import neo4j
 
+from pipeline.context import quotes
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.model import (
     COMMITMENT,
@@ -17,7 +18,7 @@ from pipeline.graph.model import (
     SUMMARY,
 )
 from pipeline.graph.store import GraphStore, instant
-from schemas.recall import RecallKind, RecallQuery
+from schemas.recall import Change, RecallKind, RecallQuery
 
 # Each node's kind and its row as read, by key.
 Rows = dict[str, tuple[RecallKind, dict[str, Any]]]
@@ -104,6 +105,16 @@ def asked_line(asked: list[dict[str, Any]] | None) -> str | None:
         return None
     row = asked[0]
     return f"{row['label']}: {row['text']}" if row["label"] else str(row["text"])
+
+
+def quoted_changes(row: dict[str, Any]) -> list[Change]:
+    """A commitment's `changed` column (cypher/search.py `replaced_values`), kept where its text
+    names the old value as whole words."""
+    return [
+        Change(was=c["was"], now=c["now"], evidence=list(c["evidence"]), said_in=c["said_in"])
+        for c in row.get("changed") or []
+        if quotes(row.get("text") or "", c["value"])
+    ]
 
 
 def search_row(row: dict[str, Any]) -> dict[str, Any]:

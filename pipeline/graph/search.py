@@ -41,6 +41,7 @@ from pipeline.graph.retrieval import (
     asked_line,
     kind_depth,
     oversample,
+    quoted_changes,
     run_combined,
     search_row,
 )
@@ -422,6 +423,7 @@ def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallI
         status=row.get("status"),
         current=bool(row.get("current", True)),
         in_reply_to=asked_line(row.get("asked")),
+        changed=quoted_changes(row),
     )
 
 

@@ -449,3 +449,85 @@ def test_a_commitment_that_points_back_quotes_what_it_answers(
     lines = shown.stdout.splitlines()
     [line] = [line for line in lines if "commitment: " in line and "do that" in line]
     assert f'(in reply to "Sarah (@sarah): {asked}")' in line
+
+
+def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
+    worker: services.Service, settings: Settings, graph: GraphStore, ledger: Ledger
+) -> None:
+    """ "I will track the 2000 EUR budget" stays owed after "my budget is 2500 EUR", and says
+    the value it names was replaced; a commitment naming no replaced value says nothing, and a
+    replacement said where this channel's audience did not hear it is never named."""
+    tenant = f"x{uuid.uuid4().hex[:12]}"
+    trip = {"id": "ch-t", "kind": "group", "title": "Budget"}
+    other = {"id": "ch-o", "kind": "group", "title": "Hotels"}
+    dm = {"id": "dm-devon", "kind": "dm"}
+    grant_trust(graph, tenant, "u-devon", "u-sarah", "team")
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-t",
+                trip,
+                [DEVON, SARAH, TRAVEL],
+                [
+                    msg("t1", "user", "u-sarah", "My budget is 2000 EUR.", 1),
+                    msg("t2", "assistant", "a-travel", "I will track the 2000 EUR budget.", 2),
+                    msg("t3", "user", "u-devon", "I'll send the visa forms by Friday", 3),
+                    msg("t4", "user", "u-sarah", "Update: my budget is 2500 EUR.", 9),
+                ],
+            ),
+            event(
+                tenant,
+                "ev-o",
+                other,
+                [DEVON, TRAVEL],
+                [
+                    msg("o1", "user", "u-devon", "My hotel budget is 300 EUR.", 1),
+                    msg("o2", "assistant", "a-travel", "I will find a room under 300 EUR.", 2),
+                ],
+            ),
+            event(
+                tenant,
+                "ev-d",
+                dm,
+                [DEVON, TRAVEL],
+                [msg("d1", "user", "u-devon", "My hotel budget is 400 EUR now.", 9)],
+            ),
+        ],
+    )
+    searchable(graph)
+    ctx = build_context(graph, tenant, "a-travel", "ch-t")
+    by_message = {c.evidence[0]: c for c in ctx.commitments}
+    assert set(by_message) == {"t2", "t3"}
+    [change] = by_message["t2"].changed
+    assert (change.was, change.now, change.evidence, change.said_in) == (
+        "Sarah (@sarah)'s budget is 2000 EUR",
+        "Sarah (@sarah)'s budget is 2500 EUR",
+        ["t4"],
+        "ch-t",
+    )
+    assert by_message["t3"].changed == []
+    lines = rendered(ctx).splitlines()
+    [line] = [line for line in lines if "2000 EUR budget" in line]
+    assert lines[lines.index(line) + 1] == (
+        '  (later in #ch-t, "Sarah (@sarah)\'s budget is 2000 EUR" became'
+        ' "Sarah (@sarah)\'s budget is 2500 EUR")'
+    )
+    # Recall's commitment item says so too.
+    query = RecallQuery(tenant=tenant, agent_id="a-travel", query="track budget", limit=10)
+    [owed] = [
+        item
+        for item in recall(graph, query, embedder=None, dm_policy="never")
+        if item.kind == "commitment" and "2000" in item.text
+    ]
+    assert owed.changed == [change]
+    # Devon's hotel budget changed in a DM the Hotels channel did not hear: not named there.
+    in_other = build_context(graph, tenant, "a-travel", "ch-o")
+    [room] = [c for c in in_other.commitments if "300 EUR" in c.text]
+    assert room.changed == []
+    # In the DM, which heard the change, it is named.
+    in_dm = build_context(graph, tenant, "a-travel", "dm-devon")
+    [room] = [c for c in in_dm.commitments if "300 EUR" in c.text]
+    assert [c.now for c in room.changed] == ["Devon (@devon)'s hotel budget is 400 EUR"]

@@ -320,3 +320,11 @@ def test_recalled_memory_grows_with_the_budget_within_bounds() -> None:
     assert recall_limit_for(100_000) == MAX_RECALL_LIMIT
     limits = [recall_limit_for(budget) for budget in range(0, 10_000, 250)]
     assert limits == sorted(limits)
+
+
+def test_a_commitment_quotes_a_value_only_as_whole_words() -> None:
+    assert trimming.quotes("I will track the 2000 EUR budget.", "2000 eur")
+    assert trimming.quotes("2000 EUR it is", "2000 EUR")
+    assert not trimming.quotes("I will track the 20000 EUR budget.", "2000 EUR")
+    assert not trimming.quotes("Booked seat 12A", "12")
+    assert not trimming.quotes("anything", " ")

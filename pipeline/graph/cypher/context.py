@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from pipeline.graph.cypher.instant import micros
-from pipeline.graph.cypher.search import ASKED, observed_by_agent
+from pipeline.graph.cypher.search import ASKED, observed_by_agent, replaced_values
 from pipeline.graph.cypher.search import audience_filter as audience
 from pipeline.graph.cypher.summary import CURRENT_SUMMARY_MATCH
 from pipeline.graph.model import (
@@ -89,7 +89,8 @@ RETURN {{key: m.key, text: m.text, source: m.source, due: {micros("m.due")},
         opened_at: {micros("m.opened_at")},
         by_id: coalesce(by.id, m.owed_by_key), by_label: coalesce(by.label, by.id, m.owed_by_key),
         by_agent: by:{AGENT}, to_id: to.id, to_label: coalesce(to.label, to.title, to.id),
-        to_channel: to:{CHANNEL}, asked: COLLECT {{{ASKED}}}, {_provenance("m")}}} AS row
+        to_channel: to:{CHANNEL}, asked: COLLECT {{{ASKED}}},
+        changed: COLLECT {{{replaced_values("m", "subject_keys")}}}, {_provenance("m")}}} AS row
 """
 
 # The agent's current summary of the channel, as a list of at most one.

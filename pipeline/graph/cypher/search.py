@@ -229,11 +229,55 @@ CALL (ev) {{{adjacent("ev", "p", before=True, where=_ASKED_BY_OTHER)}
 RETURN {{label: p.speaker_label, text: p.content}} AS asked
 """
 
+
+def replaced_values(commitment: str, subjects: str) -> str:
+    """Subquery rows (`change`): values the commitment `commitment` quotes that changed after it
+    was made ("I will track the 2000 EUR budget", then "my budget is 2500 EUR").
+
+    The agent's facts about `subjects` (a list expression) whose value its text contains and
+    that a later statement replaced, each with the current replacement, the ids of the messages
+    stating it and the channel of the latest, if the audience may hear it. A seek of the
+    (agent_key, subject_key, slot) index per subject; whole words are checked by the caller
+    (pipeline/context.py `quotes`).
+    Its variables are named apart from those of the statements it goes into (`c`, `m`, `ev`),
+    and it aggregates only in COLLECT subqueries: an aggregating function here made Neo4j read
+    the enclosing RETURN as an aggregation.
+    """
+    return f"""
+MATCH (was:{FACT})
+WHERE was.agent_key = $agent_key AND was.subject_key IN {subjects}
+  AND was.slot IS NOT NULL AND was.tenant = $tenant
+  AND was.superseded_at > {commitment}.opened_at
+  AND toLower({commitment}.text) CONTAINS toLower(was.value)
+MATCH (was)-[:{SUPERSEDED_BY}]->+(now:{FACT})
+WHERE now.superseded_at IS NULL
+{audience_filter("now")}
+RETURN {{value: was.value, was: was.text, now: now.text,
+        evidence: COLLECT {{
+          MATCH (now)-[:{EVIDENCE}]->(stated:{EPISODE})
+          RETURN stated.id ORDER BY stated.created_at, stated.key
+        }},
+        said_in: COLLECT {{
+          MATCH (now)-[:{EVIDENCE}]->(stated:{EPISODE})-[:{IN}]->(stated_in:{CHANNEL})
+          RETURN stated_in.id ORDER BY stated.created_at DESC, stated.key DESC LIMIT 1
+        }}[0]}} AS change
+"""
+
+
+# Who was in the channel a commitment `m` was made in (the first 64 members): whose facts its
+# text may quote ("I will track the 2000 EUR budget" names nobody).
+_MADE_AMONG: Final = f"""COLLECT {{
+  MATCH (m)-[:{EVIDENCE}]->(:{EPISODE})-[:{IN}]->(:{CHANNEL})<-[:{MEMBER_OF}]-(member:{PARTICIPANT})
+  RETURN DISTINCT member.key AS member_key LIMIT 64
+}}"""
+
 _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
 RETURN m.key AS key, m.text AS text, m.source AS source, {micros("m.opened_at")} AS created_at,
        m.status AS status, by.label AS speaker_label, by.id AS speaker_id,
-       m.status = 'open' AS current, {_evidence("m")}, COLLECT {{{ASKED}}} AS asked, score
+       m.status = 'open' AS current, {_evidence("m")}, COLLECT {{{ASKED}}} AS asked,
+       COLLECT {{{replaced_values("m", "[m.owed_by_key, m.owed_to_key] + " + _MADE_AMONG)}}}
+       AS changed, score
 ORDER BY score DESC, key
 LIMIT $limit
 """
@@ -366,7 +410,7 @@ _COLUMNS: Final = {
     EPISODE: f"{_EPISODE_COLUMNS} score",
     FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
     COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
-    "channel_id asked score",
+    "channel_id asked changed score",
     SUMMARY: "key text created_at channel_id channel_key score",
     SEGMENT: "key covers score",
     SAID_PART: f"{_EPISODE_COLUMNS} score",
