@@ -58,12 +58,14 @@ class LateNote(NamedTuple):
     writes: int | None
 
 
-def note_written(pipe: redis.client.Pipeline, earliest: Mapping[Pair, datetime]) -> None:
-    """Queue on `pipe` a note of each pair's earliest message time just written."""
+def note_written(pipe: redis.client.Pipeline, earliest: Mapping[Pair, datetime]) -> int:
+    """Queue on `pipe` a note of each pair's earliest message time just written; how many
+    commands were queued (their replies come first)."""
     for (agent_key, channel_key), at in earliest.items():
         pipe.eval(
             _NOTE_LUA, 1, keys.segment_late(agent_key, channel_key), epoch_us(at), NOTE_SECONDS
         )
+    return len(earliest)
 
 
 def read_note(client: redis.Redis, agent_key: str, channel_key: str) -> LateNote:

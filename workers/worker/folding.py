@@ -286,13 +286,13 @@ def request_folds(
     if not unique:
         return 0
     pipe = client.pipeline(transaction=False)
-    note_written(
-        pipe, {(agent, channel): written[(_, agent, channel)] for _, agent, channel in unique}
+    noted = note_written(
+        pipe, {(agent, channel): at for (_, agent, channel), at in written.items()}
     )
     for _, agent_key, channel_key in unique:
         pipe.set(keys.fold_check(agent_key, channel_key), b"1", nx=True, ex=CHECK_SECONDS)
     sent = 0
-    for pair, fresh in zip(unique, pipe.execute()[len(unique) :], strict=True):
+    for pair, fresh in zip(unique, pipe.execute()[noted:], strict=True):
         if fresh:
             send(*pair)
             sent += 1
