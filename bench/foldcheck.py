@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from bench.bulkload import EPOCH, load, load_corpus
-from bench.localservices import start_local
-from bench.reanchor import CHANNEL_INDEX, OneChannel
-from pipeline.graph.schema import init_schema
+from bench.bulkload import EPOCH
+from bench.reanchor import grown_channel
 from pipeline.graph.segments import EVER, extend_segments
 from pipeline.graph.store import GraphStore
 
@@ -48,39 +45,26 @@ def median_ms(
 
 
 def run(sizes: Sequence[int], repeats: int, data: Path) -> None:
-    root = Path(tempfile.mkdtemp(prefix="memsync-foldcheck-"))
-    services = start_local(root)
-    try:
-        init_schema(services.graph)
-        tenant = OneChannel("bench-foldcheck", load_corpus(data))
-        channel = tenant.channels[CHANNEL_INDEX]
-        pair = (tenant.name, tenant.key(channel.agents[0]), tenant.channel_key(channel))
-        loaded = 0
-        for size in sorted(sizes):
-            for _ in load(services.graph, tenant, loaded, size):
-                pass
-            loaded = size
-            start = time.perf_counter()
-            caught_up = extend_segments(services.graph, *pair, late_since=None)
-            segmenting = time.perf_counter() - start
-            last = EPOCH + SPACING * (size - 1)
-            looks = {
-                "whole channel": EVER,
-                "none": None,
-                "1 h back": last - timedelta(hours=1),
-                "1 day back": last - timedelta(days=1),
-            }
-            figures = " | ".join(
-                f"{name} {median_ms(services.graph, pair, since, repeats):6.0f} ms"
-                for name, since in looks.items()
-            )
-            print(
-                f"{size:>9,} episodes ({caught_up.appended:,} segmented in {segmenting:.0f} s):"
-                f" {figures}",
-                flush=True,
-            )
-    finally:
-        services.stop()
+    for graph, tenant, size in grown_channel("foldcheck", sizes, data):
+        start = time.perf_counter()
+        caught_up = extend_segments(graph, *tenant.pair, late_since=None)
+        segmenting = time.perf_counter() - start
+        last = EPOCH + SPACING * (size - 1)
+        looks = {
+            "whole channel": EVER,
+            "none": None,
+            "1 h back": last - timedelta(hours=1),
+            "1 day back": last - timedelta(days=1),
+        }
+        figures = " | ".join(
+            f"{name} {median_ms(graph, tenant.pair, since, repeats):6.0f} ms"
+            for name, since in looks.items()
+        )
+        print(
+            f"{size:>9,} episodes ({caught_up.appended:,} segmented in {segmenting:.0f} s):"
+            f" {figures}",
+            flush=True,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -21,14 +21,16 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from bench.bulkload import EPOCH, IRC_LINE, Channel, Person, Tenant, load, load_corpus
 from bench.localservices import start_local
 from memsync.settings import Settings
 from pipeline.graph.schema import init_schema
+from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import channel_episodes
 from pipeline.summarize import EpisodeText, ExtractiveSummarizer, episode_tokens, horizon
 from tests.datasets import first_speaker, friends_scenes
@@ -46,6 +48,31 @@ class OneChannel(Tenant):
         speaker = channel.agents[0] if role == "ai" else channel.humans[i % len(channel.humans)]
         return channel, speaker, role, text, EPOCH + timedelta(seconds=30 * i)
 
+    @property
+    def pair(self) -> tuple[str, str, str]:
+        """(tenant, agent key, channel key) of the channel's observing agent."""
+        channel = self.channels[CHANNEL_INDEX]
+        return self.name, self.key(channel.agents[0]), self.channel_key(channel)
+
+
+def grown_channel(
+    name: str, sizes: Sequence[int], data: Path
+) -> Iterator[tuple[GraphStore, OneChannel, int]]:
+    """A private Neo4j (schema applied) whose one channel grows to each size in turn; stopped
+    when the caller is done."""
+    services = start_local(Path(tempfile.mkdtemp(prefix=f"memsync-{name}-")))
+    try:
+        init_schema(services.graph)
+        tenant = OneChannel(f"bench-{name}", load_corpus(data))
+        loaded = 0
+        for size in sorted(sizes):
+            for _ in load(services.graph, tenant, loaded, size):
+                pass
+            loaded = size
+            yield services.graph, tenant, size
+    finally:
+        services.stop()
+
 
 def timed(run: Callable[[], tuple[int, str]], repeats: int) -> tuple[float, int]:
     """Median seconds of `run` and the episodes it read."""
@@ -57,37 +84,31 @@ def timed(run: Callable[[], tuple[int, str]], repeats: int) -> tuple[float, int]
     return statistics.median(seconds), read
 
 
+def rebuild(
+    graph: GraphStore,
+    pair: tuple[str, str, str],
+    summarizer: ExtractiveSummarizer,
+    last_tokens: int | None,
+) -> tuple[int, str]:
+    """One re-anchor: the episodes it reads (the last `last_tokens`, or all) and its summary."""
+    raw = channel_episodes(graph, pair[1], pair[2], last_tokens=last_tokens)
+    return len(raw), summarizer.rebuild(raw)
+
+
 def cost(sizes: Sequence[int], repeats: int, data: Path) -> None:
     """Part 1: one re-anchor's read and rebuild at each size, whole history against horizon."""
     settings = Settings()
     summarizer = ExtractiveSummarizer(settings.summary_max_tokens)
     window = settings.summary_reanchor_tokens
-    root = Path(tempfile.mkdtemp(prefix="memsync-reanchor-"))
-    services = start_local(root)
-    try:
-        init_schema(services.graph)
-        tenant = OneChannel("bench-reanchor", load_corpus(data))
-        channel = tenant.channels[CHANNEL_INDEX]
-        agent, chan = tenant.key(channel.agents[0]), tenant.channel_key(channel)
-        loaded = 0
-        for size in sorted(sizes):
-            for _ in load(services.graph, tenant, loaded, size):
-                pass
-            loaded = size
-
-            def rebuild(last_tokens: int | None) -> tuple[int, str]:
-                raw = channel_episodes(services.graph, agent, chan, last_tokens=last_tokens)
-                return len(raw), summarizer.rebuild(raw)
-
-            whole, whole_read = timed(lambda: rebuild(None), repeats)
-            part, part_read = timed(lambda: rebuild(window), repeats)
-            print(
-                f"{size:>9,} episodes: whole history {whole * 1000:8.0f} ms ({whole_read:,} read)"
-                f" | last {window:,} tokens {part * 1000:6.0f} ms ({part_read:,} read)",
-                flush=True,
-            )
-    finally:
-        services.stop()
+    for graph, tenant, size in grown_channel("reanchor", sizes, data):
+        reads = partial(rebuild, graph, tenant.pair, summarizer)
+        whole, whole_read = timed(partial(reads, None), repeats)
+        part, part_read = timed(partial(reads, window), repeats)
+        print(
+            f"{size:>9,} episodes: whole history {whole * 1000:8.0f} ms ({whole_read:,} read)"
+            f" | last {window:,} tokens {part * 1000:6.0f} ms ({part_read:,} read)",
+            flush=True,
+        )
 
 
 def irc_channel(data: Path) -> list[EpisodeText]:

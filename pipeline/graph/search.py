@@ -160,7 +160,9 @@ def _search(
     rows = {**vector_rows, **keyword_rows}
     relevance = segment_prior(combine(lists), segments)
     hits = _hits(query, relevance, rows)
-    around, changed, replaced_by, replacing = _neighbours(session, hits, params, query.neighbours)
+    around, changed, replaced_by, replacing = _neighbours(
+        session, hits, params, query.neighbours, owed=_owed(query, relevance, rows), rows=rows
+    )
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
     return _answer(
         query,
@@ -366,21 +368,39 @@ def _run(session: neo4j.Session, statement: str, params: dict[str, Any]) -> list
     return [search_row(dict(r)) for r in session.run(statement, params)]
 
 
+def _owed(query: RecallQuery, relevance: dict[str, float], rows: Rows) -> list[str]:
+    """The commitments among the best `limit` candidates: those that may be shown, whose quoted
+    values are checked for replacements (a window takes a place or more, so no more can be)."""
+    best = sorted(relevance, key=lambda k: (-relevance[k], k))[: query.limit]
+    return [key for key in best if rows[key][0] == "commitment"]
+
+
 def _neighbours(
-    session: neo4j.Session, hits: Sequence[str], params: dict[str, Any], window: int
+    session: neo4j.Session,
+    hits: Sequence[str],
+    params: dict[str, Any],
+    window: int,
+    *,
+    owed: Sequence[str],
+    rows: Rows,
 ) -> tuple[
     list[dict[str, Any]], dict[str, list[Change]], dict[str, list[str]], list[dict[str, Any]]
 ]:
     """The hits' neighbours up to `window` either side; what was since replaced of what the
     hits and those neighbours said, and the keys of the messages that replaced it (both by
-    episode key); and the rows of those messages not among the others, in one statement."""
-    if not hits:
+    episode key); and the rows of those messages not among the others, in one statement. The
+    `owed` commitments' replaced values go into their rows (`changed`) on the way."""
+    if not hits and not owed:
         return [], {}, {}, []
     record = session.run(
         search_cypher.NEIGHBOURS,
         {
             "keys": list(hits),
+            "commitment_keys": list(owed),
             "agent_key": params["agent_key"],
+            "tenant": params["tenant"],
+            "channel_key": params["channel_key"],
+            "dm_policy": params["dm_policy"],
             "window": window,
             # A neighbour outside the time window asked for is not shown either.
             "since": params["since"],
@@ -393,6 +413,8 @@ def _neighbours(
         change = Change(was=row["was"], now=row["now"], evidence=row["evidence"])
         changed.setdefault(row["key"], []).append(change)
         replaced_by.setdefault(row["key"], []).extend(row["later"])
+    for entry in record["owed"]:
+        rows[entry["key"]][1]["changed"] = entry["changed"]
     replacing = [search_row(row) for row in record["replacing"]]
     return [search_row(row) for row in record["rows"]], changed, replaced_by, replacing
 

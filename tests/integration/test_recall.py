@@ -633,6 +633,8 @@ def test_a_replacing_value_leads_the_value_it_replaced(
     assert "p1" in shown()[0].evidence
     monkeypatch.undo()
     real = search._neighbours
-    monkeypatch.setattr(search, "_neighbours", lambda *args: (*real(*args)[:3], []))
+    monkeypatch.setattr(
+        search, "_neighbours", lambda *args, **kwargs: (*real(*args, **kwargs)[:3], [])
+    )
     found = episodes(recall(graph, about_hotel, embedder=None, dm_policy="never"))
     assert not any("p7" in item.evidence for item in found), found

@@ -231,8 +231,8 @@ RETURN {{label: p.speaker_label, text: p.content}} AS asked
 
 
 def replaced_values(commitment: str, subjects: str) -> str:
-    """Subquery rows (`change`): values the commitment `commitment` quotes that changed after it
-    was made ("I will track the 2000 EUR budget", then "my budget is 2500 EUR").
+    """Subquery rows (`change`): values the open commitment `commitment` quotes that changed after
+    it was made ("I will track the 2000 EUR budget", then "my budget is 2500 EUR").
 
     The agent's facts about `subjects` (a list expression) whose value its text contains and
     that a later statement replaced, each with the current replacement, the ids of the messages
@@ -245,7 +245,8 @@ def replaced_values(commitment: str, subjects: str) -> str:
     """
     return f"""
 MATCH (was:{FACT})
-WHERE was.agent_key = $agent_key AND was.subject_key IN {subjects}
+WHERE {commitment}.status = 'open' AND was.agent_key = $agent_key
+  AND was.subject_key IN {subjects}
   AND was.slot IS NOT NULL AND was.tenant = $tenant
   AND was.superseded_at > {commitment}.opened_at
   AND toLower({commitment}.text) CONTAINS toLower(was.value)
@@ -275,9 +276,7 @@ _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
 RETURN m.key AS key, m.text AS text, m.source AS source, {micros("m.opened_at")} AS created_at,
        m.status AS status, by.label AS speaker_label, by.id AS speaker_id,
-       m.status = 'open' AS current, {_evidence("m")}, COLLECT {{{ASKED}}} AS asked,
-       COLLECT {{{replaced_values("m", "[m.owed_by_key, m.owed_to_key] + " + _MADE_AMONG)}}}
-       AS changed, score
+       m.status = 'open' AS current, {_evidence("m")}, COLLECT {{{ASKED}}} AS asked, score
 ORDER BY score DESC, key
 LIMIT $limit
 """
@@ -410,7 +409,7 @@ _COLUMNS: Final = {
     EPISODE: f"{_EPISODE_COLUMNS} score",
     FACT: "key text source created_at speaker_label speaker_id current evidence channel_id score",
     COMMITMENT: "key text source created_at status speaker_label speaker_id current evidence "
-    "channel_id asked changed score",
+    "channel_id asked score",
     SUMMARY: "key text created_at channel_id channel_key score",
     SEGMENT: "key covers score",
     SAID_PART: f"{_EPISODE_COLUMNS} score",
@@ -543,13 +542,26 @@ _REPLACING_ROWS: Final = f"""
   WHERE ($since IS NULL OR e.created_at >= $since) AND ($until IS NULL OR e.created_at < $until)
 {_EPISODE_FIELDS}
 """
+# Values quoted by the commitments that may be shown (`$commitment_keys`: the few that rank
+# among the best `limit`) that were replaced since: read here, for those few, rather than in
+# the search statements for every commitment row they return.
+_OWED_CHANGED: Final = f"""
+CALL () {{
+  UNWIND $commitment_keys AS owed_key
+  MATCH (m:{COMMITMENT} {{key: owed_key}})
+  WITH m, COLLECT {{{replaced_values("m", "[m.owed_by_key, m.owed_to_key] + " + _MADE_AMONG)}}}
+       AS changes
+  RETURN collect({{key: m.key, changed: changes}}) AS owed
+}}
+"""
 # The hits' neighbours as one record (`rows`), what was since replaced among the messages they
-# and the hits said (`changed`), and the replacing messages not among them (`replacing`), in
-# the same round trip.
+# and the hits said (`changed`), the replacing messages not among them (`replacing`), and what
+# the commitments asked about quote that was replaced (`owed`), in the same round trip.
 NEIGHBOURS: Final = (
     f"{collected(_NEIGHBOUR_ROWS, _NEIGHBOUR_COLUMNS)}{_CHANGED}"
     f"{collected(_REPLACING_ROWS, _EPISODE_COLUMNS, into='replacing', carry='rows, changed')}"
-    "RETURN rows, changed, replacing"
+    f"{_OWED_CHANGED}"
+    "RETURN rows, changed, replacing, owed"
 )
 
 # No words to search for: the agent's most recent episodes in scope, newest first.
