@@ -39,7 +39,7 @@ unless they are composed from several ids themselves (see `turn_ref`).
 | memsync:embed:workers          | string     | an embed worker runs; expires unless renewed   |
 | memsync:fold:lock:{a}:{c}      | string     | the fold of agent a's summary of channel c     |
 | memsync:fold:check:{a}:{c}     | string     | a fold check was sent lately (expires)         |
-| memsync:segment:late:{a}:{c}   | hash       | earliest message time written since the check  |
+| memsync:segment:late:{a}:{c}   | string     | earliest message time written since the check  |
 | memsync:segment:audit:{a}:{c}  | string     | the pair's segments were audited lately        |
 | memsync:activity:{c}           | sorted set | agent key -> its latest message time in c      |
 
@@ -197,8 +197,8 @@ def fold_check(agent_key: str, channel_key: str) -> str:
 
 
 def segment_late(agent_key: str, channel_key: str) -> str:
-    """Hash: `since` (epoch microseconds of the earliest message written since the pair's last
-    fold check took it) and `writes` (how many writes noted it); expires by itself."""
+    """String: epoch microseconds of the earliest message written since the pair's last fold
+    check took the note; expires by itself."""
     return _key("segment", "late", escape(agent_key), escape(channel_key))
 
 

@@ -270,19 +270,20 @@ def test_a_write_notes_how_far_back_the_next_check_looks(fresh_redis: redis.Redi
         sent.append((pair[0], pair[1], pair[2]))
 
     assert request_folds(fresh_redis, {pair_a: at_minute(5), pair_b: at_minute(3)}, send) == 2
-    # A second write within CHECK_SECONDS sends no check, but its earlier time is noted.
+    # A second write within CHECK_SECONDS sends no check, but its earlier time is noted; a
+    # later time does not move the note.
     assert request_folds(fresh_redis, {pair_a: at_minute(2)}, send) == 0
+    assert request_folds(fresh_redis, {pair_a: at_minute(9)}, send) == 0
     assert sorted(sent) == [pair_a, pair_b]
-    first = latemessages.read_note(fresh_redis, "agent-a", "channel-1")
-    assert (first.since, first.writes) == (at_minute(2), 2)
-    assert latemessages.read_note(fresh_redis, "agent-b", "channel-1") == (at_minute(3), 1)
-    # A later time does not move the note back; a check that read it before cannot clear it.
-    request_folds(fresh_redis, {pair_a: at_minute(9)}, send)
-    assert not latemessages.clear_note(fresh_redis, "agent-a", "channel-1", first)
-    second = latemessages.read_note(fresh_redis, "agent-a", "channel-1")
-    assert (second.since, second.writes) == (at_minute(2), 3)
-    assert latemessages.clear_note(fresh_redis, "agent-a", "channel-1", second)
-    assert latemessages.read_note(fresh_redis, "agent-a", "channel-1") == (None, None)
+    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") == at_minute(2)
+    assert latemessages.take_note(fresh_redis, "agent-b", "channel-1") == at_minute(3)
+    # Taken: what is written next is noted afresh.
+    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") is None
+    request_folds(fresh_redis, {pair_a: at_minute(7)}, send)
+    # A check that gives its note back keeps the earlier of the two.
+    latemessages.give_back(fresh_redis, "agent-a", "channel-1", at_minute(2))
+    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") == at_minute(2)
+    assert fresh_redis.ttl(keys.segment_late("agent-b", "channel-1")) == -2
     assert latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
     latemessages.audited(fresh_redis, "agent-a", "channel-1")
     assert not latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
@@ -312,7 +313,7 @@ def test_a_late_turn_joins_a_segment_through_the_worker(
             "the late message to join a segment",
         )
         wait_for(
-            lambda: latemessages.read_note(client, agent, channel).since is None,
+            lambda: not client.exists(keys.segment_late(agent, channel)),
             "the check to take the note",
         )
     finally:

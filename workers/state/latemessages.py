@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Final, NamedTuple
+from typing import Final
 
 import redis
 
@@ -27,62 +27,46 @@ from pipeline.graph.writer import epoch_us
 NOTE_SECONDS: Final = 86_400
 AUDIT_SECONDS: Final = 3_600
 
-# KEYS[1] the pair's note; ARGV[1] epoch microseconds written, ARGV[2] seconds to keep it.
+# KEYS[1] the pair's note; ARGV[1] epoch microseconds written, ARGV[2] seconds to keep it. The
+# note keeps the earliest time noted since a check last took it.
 _NOTE_LUA: Final = """
-local since = redis.call('HGET', KEYS[1], 'since')
+local since = redis.call('GET', KEYS[1])
 if (not since) or tonumber(ARGV[1]) < tonumber(since) then
-  redis.call('HSET', KEYS[1], 'since', ARGV[1])
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+else
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
-redis.call('HINCRBY', KEYS[1], 'writes', 1)
-redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
-# Deleted only if no write noted anything since it was read (ARGV[1], its `writes`): a later
-# note stays for the next check.
-_CLEAR_LUA: Final = """
-if tonumber(redis.call('HGET', KEYS[1], 'writes')) == tonumber(ARGV[1]) then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
 Pair = tuple[str, str]  # (agent key, channel key)
-
-
-class LateNote(NamedTuple):
-    """A pair's note as read: the earliest message time written since the last check took it
-    (None: nothing written), and how many writes noted it (to clear exactly what was read)."""
-
-    since: datetime | None
-    writes: int | None
 
 
 def note_written(pipe: redis.client.Pipeline, earliest: Mapping[Pair, datetime]) -> int:
     """Queue on `pipe` a note of each pair's earliest message time just written; how many
     commands were queued (their replies come first)."""
     for (agent_key, channel_key), at in earliest.items():
-        pipe.eval(
-            _NOTE_LUA, 1, keys.segment_late(agent_key, channel_key), epoch_us(at), NOTE_SECONDS
-        )
+        _note(pipe, agent_key, channel_key, at)
     return len(earliest)
 
 
-def read_note(client: redis.Redis, agent_key: str, channel_key: str) -> LateNote:
-    """The pair's note, left in place until `clear_note`."""
-    since, writes = client.hmget(keys.segment_late(agent_key, channel_key), ["since", "writes"])
-    return LateNote(
-        None if since is None else instant(int(since)), None if writes is None else int(writes)
-    )
+def take_note(client: redis.Redis, agent_key: str, channel_key: str) -> datetime | None:
+    """The pair's note, taken (deleted): the earliest message time written since the last
+    check took it, None if nothing was. Whatever is written from now on is noted afresh."""
+    since = client.getdel(keys.segment_late(agent_key, channel_key))
+    return None if since is None else instant(int(since))
 
 
-def clear_note(client: redis.Redis, agent_key: str, channel_key: str, note: LateNote) -> bool:
-    """Delete the note a check has looked through, unless a write noted more since; whether it
-    was deleted."""
-    if note.writes is None:
-        return False
-    key = keys.segment_late(agent_key, channel_key)
-    return bool(client.eval(_CLEAR_LUA, 1, key, note.writes))
+def give_back(client: redis.Redis, agent_key: str, channel_key: str, since: datetime) -> None:
+    """Put back a note a check took and did not finish looking through (merged with any
+    noted meanwhile: the earlier time stays)."""
+    _note(client, agent_key, channel_key, since)
+
+
+def _note(
+    client: redis.Redis | redis.client.Pipeline, agent_key: str, channel_key: str, at: datetime
+) -> None:
+    client.eval(_NOTE_LUA, 1, keys.segment_late(agent_key, channel_key), epoch_us(at), NOTE_SECONDS)
 
 
 def audit_due(client: redis.Redis, agent_key: str, channel_key: str) -> bool:

@@ -237,21 +237,27 @@ def _segment(
 ) -> Extended:
     """Extend the pair's segments, looking for late messages back to the earliest time written
     since the last check (or through the whole channel, once every AUDIT_SECONDS)."""
-    note = latemessages.read_note(client, agent_key, channel_key)
+    since = latemessages.take_note(client, agent_key, channel_key)
     audit = latemessages.audit_due(client, agent_key, channel_key)
-    segmented = extend_segments(
-        graph,
-        tenant,
-        agent_key,
-        channel_key,
-        max_rounds=SEGMENT_ROUNDS_PER_RUN,
-        late_since=EVER if audit else note.since,
-    )
-    if not segmented.more:
-        # Only now was every noted message looked at; what is noted after the read stays.
-        latemessages.clear_note(client, agent_key, channel_key, note)
-        if audit:
-            latemessages.audited(client, agent_key, channel_key)
+    try:
+        segmented = extend_segments(
+            graph,
+            tenant,
+            agent_key,
+            channel_key,
+            max_rounds=SEGMENT_ROUNDS_PER_RUN,
+            late_since=EVER if audit else since,
+        )
+    except BaseException:
+        if since is not None:
+            latemessages.give_back(client, agent_key, channel_key, since)
+        raise
+    if segmented.more:
+        # It stopped before the late look: the next run looks instead.
+        if since is not None:
+            latemessages.give_back(client, agent_key, channel_key, since)
+    elif audit:
+        latemessages.audited(client, agent_key, channel_key)
     return segmented
 
 
