@@ -239,6 +239,7 @@ def replaced_values(commitment: str, subjects: str) -> str:
     stating it and the channel of the latest, if the audience may hear it. A seek of the
     (agent_key, subject_key, slot) index per subject; whole words are checked by the caller
     (pipeline/context.py `quotes`).
+
     Its variables are named apart from those of the statements it goes into (`c`, `m`, `ev`),
     and it aggregates only in COLLECT subqueries: an aggregating function here made Neo4j read
     the enclosing RETURN as an aggregation.
