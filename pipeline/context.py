@@ -39,8 +39,8 @@ _FAR_FUTURE: Final = datetime.max.replace(tzinfo=UTC)
 def quotes(text: str, value: str) -> bool:
     """Whether `text` names `value` as whole words (case aside): "the 2000 EUR budget" quotes
     "2000 EUR", "20000 EUR" does not quote "2000 EUR"."""
-    found = re.search(rf"(?<!\w){re.escape(value.strip())}(?!\w)", text, re.IGNORECASE)
-    return bool(value.strip()) and found is not None
+    value = value.strip()
+    return bool(value) and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I) is not None
 
 
 def is_stale(last_confirmed: datetime, now: datetime, stale_after_days: int) -> bool:

@@ -68,7 +68,8 @@ def extend_segments(
             return Extended(appended, more=True)
         rounds += 1
         last, position = _last_segment(graph, agent_key, channel_key)
-        start = position if rounds == 1 else start
+        if rounds == 1:
+            start = position
         episodes = channel_episodes(
             graph, agent_key, channel_key, after=position, token_cap=READ_TOKENS
         )

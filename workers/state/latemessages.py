@@ -39,10 +39,10 @@ end
 return 1
 """
 
-Pair = tuple[str, str]  # (agent key, channel key)
+AgentChannel = tuple[str, str]  # (agent key, channel key); folding's Pair leads with the tenant
 
 
-def note_written(pipe: redis.client.Pipeline, earliest: Mapping[Pair, datetime]) -> int:
+def note_written(pipe: redis.client.Pipeline, earliest: Mapping[AgentChannel, datetime]) -> int:
     """Queue on `pipe` a note of each pair's earliest message time just written; how many
     commands were queued (their replies come first)."""
     for (agent_key, channel_key), at in earliest.items():
