@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
+from pipeline.graph.retrieval import quoted_changes
 from pipeline.graph.store import GraphStore, native
 from schemas.keys import channel_key, participant_key
+from schemas.recall import Change
 from schemas.records import KnownParticipant, LabelKey
 
 
@@ -167,6 +169,9 @@ class CommitmentView(BaseModel):
     due: datetime | None = None
     opened_at: datetime
     closed_at: datetime | None = None
+    # What an open commitment quotes that was replaced since ("track the 2000 EUR budget",
+    # then "my budget is 2500 EUR"), wherever that was said.
+    changed: list[Change] = []
 
 
 def agent_facts(
@@ -183,8 +188,19 @@ def agent_facts(
 
 
 def agent_commitments(graph: GraphStore, tenant: str, agent_id: str) -> list[CommitmentView]:
+    """Every commitment the agent tracks, oldest first, each with the quoted values replaced
+    since it was made (no audience applies: this is what is stored, not what a channel hears)."""
+    params = {
+        "agent_key": participant_key(tenant, agent_id),
+        "tenant": tenant,
+        "channel_key": None,
+        "dm_policy": "never",
+    }
     with graph.session(write=False) as session:
-        records = list(
-            session.run(cypher.AGENT_COMMITMENTS, agent_key=participant_key(tenant, agent_id))
-        )
-    return [CommitmentView.model_validate(native(r["commitment"])) for r in records]
+        records = list(session.run(cypher.AGENT_COMMITMENTS, params))
+    views = []
+    for r in records:
+        row = native(r["commitment"])
+        changed = quoted_changes({"text": row.get("text"), "changed": r["changed"]})
+        views.append(CommitmentView.model_validate({**row, "changed": changed}))
+    return views

@@ -21,7 +21,7 @@ from memsync.reading import Memory
 from memsync.settings import Settings
 from pipeline.graph.context import build_context
 from pipeline.graph.directory import grant_trust
-from pipeline.graph.reader import agent_facts
+from pipeline.graph.reader import agent_commitments, agent_facts
 from pipeline.graph.search import recall
 from pipeline.graph.store import GraphStore
 from pipeline.graph.summaries import NewSummary, Position, write_summary
@@ -31,6 +31,7 @@ from schemas.recall import RecallQuery
 from tests.integration.test_operations import cli
 from tests.integration.test_spine import DEVON, SARAH, TRAVEL, emit_all, emit_and_wait, event, msg
 from tests.integration.writing import searchable
+from workers.cli.display import describe_memory
 from workers.local import services
 from workers.state.ledger import Ledger
 
@@ -527,6 +528,16 @@ def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
     in_other = build_context(graph, tenant, "a-travel", "ch-o")
     [room] = [c for c in in_other.commitments if "300 EUR" in c.text]
     assert room.changed == []
+    # What is stored (`memsync facts`, an operator's view heard by no audience) names both.
+    stored = agent_commitments(graph, tenant, "a-travel")
+    [track] = [c for c in stored if "2000 EUR" in c.text]
+    assert track.changed == [change]
+    [room] = [c for c in stored if "300 EUR" in c.text]
+    assert [("400 EUR" in c.now, c.said_in) for c in room.changed] == [(True, "dm-devon")]
+    assert [c.changed for c in stored if c not in (track, room)] == [[]]
+    listing = describe_memory([], stored)
+    [line] = [line for line in listing if line.startswith("  owes") and "2000 EUR" in line]
+    assert listing[listing.index(line) + 1] == f"        ({change.note()})"
     # In the DM, which heard the change, it is named.
     in_dm = build_context(graph, tenant, "a-travel", "dm-devon")
     [room] = [c for c in in_dm.commitments if "300 EUR" in c.text]

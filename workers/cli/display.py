@@ -33,6 +33,7 @@ def describe_memory(facts: Sequence[FactView], commitments: Sequence[CommitmentV
             f"  owes  {_who(c.owed_by_key)} -> {_who(c.owed_to_key)}: {c.value}{due}  "
             f"[{c.status}{closed}]"
         )
+        lines.extend(f"        ({change.note()})" for change in c.changed)
     if not lines:
         lines.append("  (no facts or commitments yet)")
     return lines

@@ -11,6 +11,7 @@ from pipeline.graph.cypher.directory import (
     REVOKE_TRUST,
 )
 from pipeline.graph.cypher.read import (
+    AGENT_COMMITMENTS,
     LABEL_OWNERS,
     LIST_AGENTS,
     LOOKUP_PARTICIPANTS,
@@ -25,7 +26,6 @@ from pipeline.graph.cypher.schema import (
     SHOW_KEY_CONSTRAINTS,
 )
 from pipeline.graph.cypher.write import (
-    AGENT_COMMITMENTS,
     AGENT_FACTS,
     MARK_AGENTS,
     MERGE_CHANNELS,

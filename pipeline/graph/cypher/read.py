@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Final
 
+from pipeline.graph.cypher.search import OWED_CHANGES
 from pipeline.graph.model import (
     AGENT,
     AGENT_NODE,
     CHANNEL,
+    COMMITMENT,
     EPISODE,
     IN,
+    KNOWS,
     OBSERVED,
     PARTICIPANT,
     SAID,
@@ -85,4 +88,12 @@ ORDER BY key
 TENANT_OBSERVED: Final = f"""
 MATCH (a:{AGENT} {{tenant: $tenant}})-[:{OBSERVED}]->(e:{EPISODE})
 RETURN a.key AS agent_key, e.key AS episode_key
+"""
+
+# Every commitment the agent tracks, and what an open one quotes that was replaced since: an
+# operator's view, so wherever the replacement was said (`$channel_key` is null).
+AGENT_COMMITMENTS: Final = f"""
+MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(m:{COMMITMENT})
+RETURN m {{.*}} AS commitment, {OWED_CHANGES} AS changed
+ORDER BY m.opened_at, m.key
 """

@@ -272,6 +272,11 @@ _MADE_AMONG: Final = f"""COLLECT {{
   MATCH (m)-[:{EVIDENCE}]->(:{EPISODE})-[:{IN}]->(:{CHANNEL})<-[:{MEMBER_OF}]-(member:{PARTICIPANT})
   RETURN DISTINCT member.key AS member_key LIMIT 64
 }}"""
+# What commitment `m` quotes that was replaced since (`replaced_values` rows), looked for among
+# the facts about its parties and the people it was made among.
+OWED_CHANGES: Final = (
+    f"COLLECT {{{replaced_values('m', '[m.owed_by_key, m.owed_to_key] + ' + _MADE_AMONG)}}}"
+)
 
 _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
@@ -550,8 +555,7 @@ _OWED_CHANGED: Final = f"""
 CALL () {{
   UNWIND $commitment_keys AS owed_key
   MATCH (m:{COMMITMENT} {{key: owed_key}})
-  WITH m, COLLECT {{{replaced_values("m", "[m.owed_by_key, m.owed_to_key] + " + _MADE_AMONG)}}}
-       AS changes
+  WITH m, {OWED_CHANGES} AS changes
   RETURN collect({{key: m.key, changed: changes}}) AS owed
 }}
 """

@@ -389,9 +389,3 @@ OPTIONAL MATCH (f)-[:{SUPERSEDED_BY}]->(n:{FACT})
 RETURN f {{.*}} AS fact, n.key AS superseded_by
 ORDER BY f.subject_key, f.slot, f.last_confirmed
 """
-
-AGENT_COMMITMENTS: Final = f"""
-MATCH (:{AGENT_NODE} {{key: $agent_key}})-[:{KNOWS}]->(c:{COMMITMENT})
-RETURN c {{.*}} AS commitment
-ORDER BY c.opened_at
-"""
