@@ -9,17 +9,24 @@ from schemas.memory import MemoryKind
 
 I = re.IGNORECASE  # noqa: E741
 
+# A comma between digits that groups thousands ("2,000 EUR", "$1,250.50") is part of a value,
+# not the end of its clause; any other comma ends it.
+_GROUPING = r"(?<=\d),(?=\d{3}(?!\d))"
+_CLAUSE_COMMA = r",(?!(?<=\d,)\d{3}(?!\d))"
+# What a value is made of: anything up to clause punctuation.
+_VALUE_CHAR = rf"(?:[^,;!?()]|{_GROUPING})"
 # A value runs lazily up to punctuation or a word that starts a new clause ("... and the
 # reservation ID is ..." is one too: a subject and its own verb).
 _STOP = (
-    r"(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\s-\s|\b(?:but|because|since|though|although|if|unless"
+    rf"(?=\s*(?:{_CLAUSE_COMMA}|[;!?()]|\.(?:\s|$)|$|\s-\s"
+    r"|\b(?:but|because|since|though|although|if|unless"
     r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
     r"|and (?:the|our|his|her|their) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
     r"|as (?:long|well|soon)|which|whenever)\b))"
 )
-V = r"(?P<v>[^,;!?()]+?)" + _STOP
+V = rf"(?P<v>{_VALUE_CHAR}+?)" + _STOP
 # For values followed by more pattern text rather than the end of a clause.
-_VM = r"(?P<v>[^,;!?()]+?)"
+_VM = rf"(?P<v>{_VALUE_CHAR}+?)"
 _ADV = r"(?:(?:really|also|much|generally|usually|definitely|absolutely|just|still|totally|kinda"
 _ADV += (
     r"|kind of|actually|honestly|personally|always|do|very much|would|'d|think i|guess i|probably"
@@ -189,7 +196,7 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
     (
         _p(
             rf"\bi {_ADV}never (?P<v>(?:eat|drink|fly|sit|take|book|watch|travel|stay|drive|order|"
-            rf"check|use|do)\b[^,;!?()]*?){_STOP}",
+            rf"check|use|do)\b{_VALUE_CHAR}*?){_STOP}",
             needs=("never",),
         ),
         "dislikes",
@@ -198,7 +205,7 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
     (
         _p(
             rf"\bi always (?P<v>(?:eat|drink|fly|sit|take|book|travel|stay|order|get|choose|pick"
-            rf"|ask for|go for|use)\b[^,;!?()]*?){_STOP}",
+            rf"|ask for|go for|use)\b{_VALUE_CHAR}*?){_STOP}",
             needs=("i always",),
         ),
         "prefers",
@@ -440,7 +447,7 @@ POINTED_CHOICE = re.compile(
 # Not "the first option, please": courtesy after a comma names nothing.
 APPOSITION = re.compile(
     r"\s*,\s*(?=\S)(?!(?:please|pls|thanks|thank you|then|too|though|now|for now)\b)"
-    r"(?P<v>[^,;!?()]+?)\s*(?:[,;!?()]|\.(?:\s|$)|$)",
+    rf"(?P<v>{_VALUE_CHAR}+?)\s*(?:{_CLAUSE_COMMA}|[;!?()]|\.(?:\s|$)|$)",
     I,
 )
 CLAUSE_WORD = re.compile(
@@ -470,7 +477,7 @@ CLOSE = [
         rf"^(?:i(?:'ve| have) |just |already )+(?:booked|reserved|paid|ordered|cancelled|canceled)"
         rf" (?!you\b|it\b|that\b){V}"
     ),
-    _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) [^,;!?()]+?){_STOP}"),
+    _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) {_VALUE_CHAR}+?){_STOP}"),
     _p(
         rf"^(?:the |my |your |our )?{_VM} (?:is|are|has been|have been) (?:now |all )?(?:done"
         rf"|finished|sent|complete|completed|shipped|merged|submitted|delivered|sorted)\s*[.!]*$",

@@ -80,6 +80,28 @@ def test_two_people_two_preferences_two_subjects() -> None:
     assert items[0].topic == "seat"
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("My budget is 2,000 EUR, maybe more.", "2,000 EUR"),
+        ("My budget is €2,000.", "€2,000"),
+        ("My salary is 85,000.", "85,000"),
+        ("My budget is 2,000,000 EUR.", "2,000,000 EUR"),
+        ("My budget is $1,250.50", "$1,250.50"),
+        # Not a thousands group: the comma ends the value.
+        ("My seat is 12, row A.", "12"),
+        ("My budget is 1,50 or so.", "1"),
+    ],
+)
+def test_a_comma_grouping_thousands_stays_in_the_value(text: str, value: str) -> None:
+    assert only(extract_memories(turn([(SARAH, text)]), TRAVEL)).value == value
+
+
+def test_a_commitment_keeps_a_grouped_number() -> None:
+    item = only(extract_memories(turn([(TRAVEL, "I'll send the 1,200 page report")]), TRAVEL))
+    assert (item.kind, item.value) == ("commitment", "send the 1,200 page report")
+
+
 def test_negated_dislike() -> None:
     item = only(extract_memories(turn([(DEVON, "I don't like red-eye flights")]), TRAVEL))
     assert (item.predicate, item.value, item.negated) == ("dislikes", "red-eye flights", True)
