@@ -15,16 +15,27 @@ _GROUPING = r"(?<=\d),(?=\d{3}(?!\d))"
 _CLAUSE_COMMA = r",(?!(?<=\d,)\d{3}(?!\d))"
 # What a value is made of: anything up to clause punctuation.
 _VALUE_CHAR = rf"(?:[^,;!?()]|{_GROUPING})"
+# Titles whose period ends no sentence: "Dr. Patel" is one name (rules.py splits sentences
+# around them too). Only titles, which a name follows; "p.m." or "Ave." often end a sentence.
+TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "St")
+_NOT_AFTER_TITLE = "".join(rf"(?<!\b{title})" for title in TITLES)
+# A list's further items ("peanuts, shellfish and dairy"): one to three words each, none
+# opening a clause of its own ("aisle, and my husband ..." is two clauses).
+_ITEM = (
+    r"(?!(?:i|we|you|he|she|they|it|my|our|your|his|her|their|then|also|so|but|not|please"
+    r"|thanks)\b)[\w'-]+(?: [\w'-]+){0,2}"
+)
+_LIST_TAIL = rf"(?:,\s*{_ITEM})+,?\s+(?:and|or)\s+{_ITEM}"
 # A value runs lazily up to punctuation or a word that starts a new clause ("... and the
 # reservation ID is ..." is one too: a subject and its own verb).
 _STOP = (
-    rf"(?=\s*(?:{_CLAUSE_COMMA}|[;!?()]|\.(?:\s|$)|$|\s-\s"
+    rf"(?=\s*(?:{_CLAUSE_COMMA}|[;!?()]|{_NOT_AFTER_TITLE}\.\s|\.$|$|\s-\s"
     r"|\b(?:but|because|since|though|although|if|unless"
     r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
     r"|and (?:the|our|his|her|their) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
     r"|as (?:long|well|soon)|which|whenever)\b))"
 )
-V = rf"(?P<v>{_VALUE_CHAR}+?)" + _STOP
+V = rf"(?P<v>{_VALUE_CHAR}+?(?:{_LIST_TAIL})?)" + _STOP
 # For values followed by more pattern text rather than the end of a clause.
 _VM = rf"(?P<v>{_VALUE_CHAR}+?)"
 _ADV = r"(?:(?:really|also|much|generally|usually|definitely|absolutely|just|still|totally|kinda"

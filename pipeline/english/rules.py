@@ -42,6 +42,7 @@ from pipeline.english.patterns import (
     QUESTION_START,
     REQUEST,
     STATE_WORDS,
+    TITLES,
     TRAIL,
     Candidate,
     I,
@@ -68,7 +69,7 @@ _SPACED_MARK = re.compile(r"\s+([,.!?;:])(?=\s|$)")
 # A sentence break in normalised text, where all white space is single spaces: a space after
 # [.!?], or " - " / " -- ". Opening with the literal space lets re skip straight to spaces;
 # r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+", its form for raw text, tried every position.
-_BREAK = re.compile(r" (?:(?<=[.!?] )|--? )")
+_BREAK = re.compile(r" (?:(?<=[.!?] )" + "".join(rf"(?<!\b{t}\. )" for t in TITLES) + "|--? )", I)
 _TAG = re.compile(r",\s*(?:right|yeah|no|isn't it|don't you|correct)\W*$", I)
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", I)
 _NOT_SNAKE = re.compile(r"[^a-z0-9]+")
@@ -250,7 +251,7 @@ def _commitment(s: str) -> Candidate | None:
     due_phrase = due["d"] if due else None
     if due:
         rest = (rest[: due.start()] + " " + rest[due.end() :]).strip()
-    vm = _VALUE.match(rest + ".")
+    vm = _VALUE.match(rest.rstrip(". ") + ".")
     value = clean_value(vm["v"]) if vm else ""
     if not value or (len(value.split()) < 2 and value.lower() in {"do", "try", "see", "check"}):
         return None

@@ -97,6 +97,29 @@ def test_a_comma_grouping_thousands_stays_in_the_value(text: str, value: str) ->
     assert only(extract_memories(turn([(SARAH, text)]), TRAVEL)).value == value
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("I'm allergic to peanuts, shellfish and dairy.", "peanuts, shellfish and dairy"),
+        ("My favourite colours are red, green, and blue.", "red, green, and blue"),
+        ("My doctor is Dr. Patel.", "Dr. Patel"),
+        ("My address is 12 Main St. in Springfield.", "12 Main St. in Springfield"),
+        # A comma before a clause of its own still ends the value.
+        ("I prefer aisle, and my husband prefers window.", "aisle"),
+        ("I like tea, it is nice and warm.", "tea"),
+        ("I prefer window seats, especially on long flights.", "window seats"),
+    ],
+)
+def test_a_list_or_a_title_stays_in_the_value(text: str, value: str) -> None:
+    assert only(extract_memories(turn([(SARAH, text)]), TRAVEL)).value == value
+
+
+def test_a_commitment_keeps_its_list() -> None:
+    text = "I'll book the hotel, the car and the flights by Friday."
+    item = only(extract_memories(turn([(TRAVEL, text)]), TRAVEL))
+    assert (item.kind, item.value) == ("commitment", "book the hotel, the car and the flights")
+
+
 def test_a_commitment_keeps_a_grouped_number() -> None:
     item = only(extract_memories(turn([(TRAVEL, "I'll send the 1,200 page report")]), TRAVEL))
     assert (item.kind, item.value) == ("commitment", "send the 1,200 page report")

@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from bench.extraction import load_lines
-from pipeline.english.patterns import ADDRESS, COMMIT, FILLER, HEDGE, NEEDS, Candidate
+from pipeline.english.patterns import ADDRESS, COMMIT, FILLER, HEDGE, NEEDS, TITLES, Candidate
 from pipeline.english.rules import (
     _about_others,
     _lower_ascii,
@@ -62,8 +62,11 @@ def plain_normalise(text: str) -> str:
 
 
 def plain_sentences(text: str) -> list[str]:
-    """sentences() as it was: the raw-text break pattern."""
-    parts = re.split(r"(?<=[.!?])\s+|\n+|\s+-{1,2}\s+", plain_normalise(text))
+    """sentences() as it was: the raw-text break pattern (a title's period breaks nothing)."""
+    titles = "".join(rf"(?<!\b{t}\.)" for t in TITLES)
+    parts = re.split(
+        rf"(?<=[.!?]){titles}\s+|\n+|\s+-{{1,2}}\s+", plain_normalise(text), flags=re.I
+    )
     return [p.strip() for p in parts if p.strip()]
 
 
