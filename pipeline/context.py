@@ -34,13 +34,16 @@ STALE_AFTER_DAYS: Final = 90
 
 _SOURCE_RANK: Final = {"verified": 0, "self_stated": 0, "peer_stated": 1}
 _FAR_FUTURE: Final = datetime.max.replace(tzinfo=UTC)
+# A comma grouping thousands: "2,000" and "2000" name one value.
+_GROUPING: Final = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
 def quotes(text: str, value: str) -> bool:
-    """Whether `text` names `value` as whole words (case aside): "the 2000 EUR budget" quotes
-    "2000 EUR", "20000 EUR" does not quote "2000 EUR"."""
-    value = value.strip()
-    return bool(value) and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I) is not None
+    """Whether `text` names `value` as whole words (case and thousands' commas aside): "the 2000
+    EUR budget" quotes "2,000 EUR", "20000 EUR" does not quote "2000 EUR"."""
+    value = _GROUPING.sub("", value.strip())
+    pattern = rf"(?<!\w){re.escape(value)}(?!\w)"
+    return bool(value) and re.search(pattern, _GROUPING.sub("", text), re.I) is not None
 
 
 def is_stale(last_confirmed: datetime, now: datetime, stale_after_days: int) -> bool:

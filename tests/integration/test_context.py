@@ -473,7 +473,8 @@ def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
                 trip,
                 [DEVON, SARAH, TRAVEL],
                 [
-                    msg("t1", "user", "u-sarah", "My budget is 2000 EUR.", 1),
+                    # Written with a thousands' comma, quoted without: one value.
+                    msg("t1", "user", "u-sarah", "My budget is 2,000 EUR.", 1),
                     msg("t2", "assistant", "a-travel", "I will track the 2000 EUR budget.", 2),
                     msg("t3", "user", "u-devon", "I'll send the visa forms by Friday", 3),
                     msg("t4", "user", "u-sarah", "Update: my budget is 2500 EUR.", 9),
@@ -504,7 +505,7 @@ def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
     assert set(by_message) == {"t2", "t3"}
     [change] = by_message["t2"].changed
     assert (change.was, change.now, change.evidence, change.said_in) == (
-        "Sarah (@sarah)'s budget is 2000 EUR",
+        "Sarah (@sarah)'s budget is 2,000 EUR",
         "Sarah (@sarah)'s budget is 2500 EUR",
         ["t4"],
         "ch-t",
@@ -513,7 +514,7 @@ def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
     lines = rendered(ctx).splitlines()
     [line] = [line for line in lines if "2000 EUR budget" in line]
     assert lines[lines.index(line) + 1] == (
-        '  (later in #ch-t, "Sarah (@sarah)\'s budget is 2000 EUR" became'
+        '  (later in #ch-t, "Sarah (@sarah)\'s budget is 2,000 EUR" became'
         ' "Sarah (@sarah)\'s budget is 2500 EUR")'
     )
     # Recall's commitment item says so too.

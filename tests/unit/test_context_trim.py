@@ -328,3 +328,6 @@ def test_a_commitment_quotes_a_value_only_as_whole_words() -> None:
     assert not trimming.quotes("I will track the 20000 EUR budget.", "2000 EUR")
     assert not trimming.quotes("Booked seat 12A", "12")
     assert not trimming.quotes("anything", " ")
+    assert trimming.quotes("I will track the 2000 EUR budget.", "2,000 EUR")
+    assert trimming.quotes("I will track the 2,000 EUR budget.", "2000 EUR")
+    assert not trimming.quotes("I will track the 2,0000 EUR budget.", "2000 EUR")

@@ -237,8 +237,9 @@ def replaced_values(commitment: str, subjects: str) -> str:
     The agent's facts about `subjects` (a list expression) whose value its text contains and
     that a later statement replaced, each with the current replacement, the ids of the messages
     stating it and the channel of the latest, if the audience may hear it. A seek of the
-    (agent_key, subject_key, slot) index per subject; whole words are checked by the caller
-    (pipeline/context.py `quotes`).
+    (agent_key, subject_key, slot) index per subject; commas are dropped on both sides here
+    (a superset: "2,000 EUR" and "2000 EUR" are one value), whole words and only thousands'
+    commas are checked by the caller (pipeline/context.py `quotes`).
 
     Its variables are named apart from those of the statements it goes into (`c`, `m`, `ev`),
     and it aggregates only in COLLECT subqueries: an aggregating function here made Neo4j read
@@ -250,7 +251,7 @@ WHERE {commitment}.status = 'open' AND was.agent_key = $agent_key
   AND was.subject_key IN {subjects}
   AND was.slot IS NOT NULL AND was.tenant = $tenant
   AND was.superseded_at > {commitment}.opened_at
-  AND toLower({commitment}.text) CONTAINS toLower(was.value)
+  AND replace(toLower({commitment}.text), ',', '') CONTAINS replace(toLower(was.value), ',', '')
 MATCH (was)-[:{SUPERSEDED_BY}]->+(now:{FACT})
 WHERE now.superseded_at IS NULL
 {audience_filter("now")}
