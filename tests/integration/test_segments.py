@@ -288,6 +288,10 @@ def test_a_write_notes_how_far_back_the_next_check_looks(fresh_redis: redis.Redi
     latemessages.audited(fresh_redis, "agent-a", "channel-1")
     assert not latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
     assert fresh_redis.ttl(keys.segment_audit("agent-a", "channel-1")) > 0
+    # A fold check asks both at once.
+    request_folds(fresh_redis, {pair_a: at_minute(4), pair_b: at_minute(6)}, send)
+    assert latemessages.take(fresh_redis, "agent-a", "channel-1") == (at_minute(4), False)
+    assert latemessages.take(fresh_redis, "agent-b", "channel-1") == (at_minute(6), True)
 
 
 def test_a_late_turn_joins_a_segment_through_the_worker(

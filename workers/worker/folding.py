@@ -237,8 +237,7 @@ def _segment(
 ) -> Extended:
     """Extend the pair's segments, looking for late messages back to the earliest time written
     since the last check (or through the whole channel, once every AUDIT_SECONDS)."""
-    since = latemessages.take_note(client, agent_key, channel_key)
-    audit = latemessages.audit_due(client, agent_key, channel_key)
+    since, audit = latemessages.take(client, agent_key, channel_key)
     try:
         segmented = extend_segments(
             graph,
