@@ -533,9 +533,9 @@ def test_a_commitment_says_when_a_value_it_quotes_was_replaced(
     stored = agent_commitments(graph, tenant, "a-travel")
     [track] = [c for c in stored if "2000 EUR" in c.text]
     assert track.changed == [change]
-    [room] = [c for c in stored if "300 EUR" in c.text]
-    assert [("400 EUR" in c.now, c.said_in) for c in room.changed] == [(True, "dm-devon")]
-    assert [c.changed for c in stored if c not in (track, room)] == [[]]
+    [owed_room] = [c for c in stored if "300 EUR" in c.text]
+    assert [("400 EUR" in c.now, c.said_in) for c in owed_room.changed] == [(True, "dm-devon")]
+    assert [c.changed for c in stored if c not in (track, owed_room)] == [[]]
     listing = describe_memory([], stored)
     [line] = [line for line in listing if line.startswith("  owes") and "2000 EUR" in line]
     assert listing[listing.index(line) + 1] == f"        ({change.note()})"
