@@ -33,7 +33,7 @@ _STOP = (
     r"|\b(?:but|because|since|though|although|if|unless"
     r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
     r"|and (?:the|our|his|her|their) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
-    r"|as (?:long|well|soon)|which|whenever)\b))"
+    r"|as (?:long|well|soon|an?|the|my|our)|which|whenever)\b))"
 )
 V = rf"(?P<v>{_VALUE_CHAR}+?(?:{_LIST_TAIL})?)" + _STOP
 # For values followed by more pattern text rather than the end of a clause.
@@ -103,7 +103,8 @@ PRONOUN = {
 }
 TRAIL = re.compile(
     r"(?:\s+(?:and|or|too|as well|also|anyway|anymore|lol|haha|hehe|then|now|though|either|please|"
-    r"okay|ok|really|actually|guys|man|again|more|a lot|so much|very much|the most|best))+$|"
+    r"okay|ok|really|actually|guys|man|again|more|a lot|so much|very much|the most|best|btw|tbh"
+    r"|fyi|imo|atm|these days|nowadays|originally|for now|for you))+$|"
     r"\s*(?::\)|:d|:p|;\)|\^\^|\.\.\.)$",
     I,
 )
@@ -222,6 +223,34 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
         "prefers",
         False,
     ),
+    (
+        _p(
+            rf"\bi(?:'m| am) {_ADV}(?:so |totally |completely )?obsessed with {V}",
+            needs=("obsessed with",),
+        ),
+        "likes",
+        False,
+    ),
+    (
+        # "I'm a window seat person", "I'm more of a PvE person".
+        _p(
+            r"\bi(?:'m| am) (?:more of |much more of |definitely |totally )?(?:an? )"
+            r"(?P<v>(?!(?:people|nice|good|bad|different|real|private|busy)\b)[\w'-]+"
+            r"(?: [\w'-]+){0,2}?) person\b",
+            needs=(" person",),
+        ),
+        "prefers",
+        False,
+    ),
+    (
+        _p(
+            rf"\b(?:i'm |i am |i will )?never (?:flying|flying with|booking|booking with|using"
+            rf"|eating at|staying at|shopping at|going back to) {V}",
+            needs=("never",),
+        ),
+        "dislikes",
+        True,
+    ),
     (_p(rf"^no {_VM} for me\b"), "dislikes", True),
     (
         _p(
@@ -321,7 +350,10 @@ NAME_PATTERNS = [
         needs=("i'm", "i am"),
     ),
 ]
-_DIETS = r"vegetarian|vegan|pescatarian|kosher|halal|gluten[- ]free|lactose[- ]intolerant"
+_DIETS = (
+    r"vegetarian|vegan|pescatarian|kosher|halal|gluten[- ]free|lactose[- ]intolerant|coeliac"
+    r"|celiac|teetotal|diabetic|dairy[- ]free|nut[- ]free"
+)
 FACT: list[tuple[re.Pattern[str], str]] = [
     (_p(rf"\bi(?:'m| am) {_ADV}allergic to {V}", needs=("allergic to",)), "allergy"),
     (
@@ -338,7 +370,21 @@ FACT: list[tuple[re.Pattern[str], str]] = [
     (
         _p(
             rf"\bi(?:'m| am) (?:a |an )?(?:strict )?(?P<v>{_DIETS})\b",
-            needs=("vegetarian", "vegan", "pescatarian", "kosher", "halal", "gluten", "lactose"),
+            needs=(
+                "vegetarian",
+                "vegan",
+                "pescatarian",
+                "kosher",
+                "halal",
+                "gluten",
+                "lactose",
+                "coeliac",
+                "celiac",
+                "teetotal",
+                "diabetic",
+                "dairy",
+                "nut",
+            ),
         ),
         "diet",
     ),
@@ -350,7 +396,23 @@ FACT: list[tuple[re.Pattern[str], str]] = [
         ),
         "lives_in",
     ),
+    (
+        _p(
+            r"(?:^|\bwe(?:'re| are| have|'ve) |[,;] )(?:(?:just|recently|now"
+            rf"|currently) )?(?:based in|located in|moved to|relocated to) {V}",
+            needs=("based in", "located in", "moved to", "relocated to"),
+        ),
+        "lives_in",
+    ),
     (_p(rf"\bi (?:just )?moved to {V}", needs=("moved to",)), "lives_in"),
+    (
+        _p(
+            r"\bi (?:currently )?work (?:at|for) (?P<at>[^,;!?()]+?) as (?:an? |the )?"
+            r"(?P<v>[^,;!?()]+?)(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\b(?:and|but|so)\b))",
+            needs=("work at", "work for"),
+        ),
+        "role",
+    ),
     (_p(rf"\bi(?:'m| am) (?:originally )?from {V}", needs=("from",)), "from"),
     (_p(rf"\bi (?:currently )?work (?:at|for) {V}", needs=("work at", "work for")), "works_at"),
     (
@@ -361,6 +423,15 @@ FACT: list[tuple[re.Pattern[str], str]] = [
         "works_at",
     ),
     (_p(rf"\bi (?:currently )?work as (?:an? |the )?{V}", needs=("work as",)), "role"),
+    (
+        _p(
+            rf"\b[Ii](?:'m| am) (?:currently )?(?:an?|the) (?:[a-z][\w-]* ){{1,3}}at"
+            rf" (?=[A-Z]){V}",
+            0,
+            needs=("i'm", "i am"),
+        ),
+        "works_at",
+    ),
     (
         _p(
             r"\bi(?:'m| am) (?:currently )?(?:an?|the|your) (?!(?:big|huge|great) fan|bit|little"
@@ -397,10 +468,10 @@ FACT: list[tuple[re.Pattern[str], str]] = [
 ]
 MY_X = _p(
     # The attribute ends before a relative clause: "my flight that's scheduled for ..." says
-    # nothing of a "flight that".
-    rf"\bmy (?P<x>[a-z][\w'-]*(?: (?!(?:that|which|who)\b)[a-z][\w'-]*){{0,3}}?)"
+    # nothing of a "flight that". "Our" is the speaker's too ("our landlord is Mr. Díaz").
+    rf"\b(?:my|our) (?P<x>[A-Za-z][\w'-]*(?: (?!(?:that|which|who)\b)[a-z][\w'-]*){{0,3}}?)"
     rf"(?P<sep> is|'s| are|:| =|, it's| - it's) {V}",
-    needs=("my ",),
+    needs=("my ", "our "),
 )
 # What may come before "my" when "my X's" opens its clause ("Oh, my wife's a nurse"); after
 # anything else it is a possessive ("I love my wife's brownies"), not "is".
@@ -413,7 +484,9 @@ KNOWN_ATTRS = re.compile(
     r"favou?rite|email|phone|number|birthday|timezone|time zone|address|budget|rate|limit|title|"
     r"manager|team|boss|id\b|account|handle|username|quota|tier|plan|status|language|pronouns|"
     r"seat|diet|airport|hometown|city|wife|husband|partner|daughter|son|dog|cat|deadline|"
-    r"salary|code|region|stack|editor|distro|version|home dir|level|membership|class",
+    r"salary|code|region|stack|editor|distro|version|home dir|level|membership|class|landlord"
+    r"|landlady|vet|doctor|dentist|gp\b|school|mobile|extension|employer|company|lawyer"
+    r"|accountant|postcode|zip",
     I,
 )
 STATE_WORDS = re.compile(
@@ -429,6 +502,21 @@ STATE_WORDS = re.compile(
 CHOSEN_IT_IS = _p(rf"^{_VM} it is\s*[.!]*$", needs=(" it is",))
 AGREE = [
     _p(
+        rf"\bwe(?:'re| are|'ll| will)? (?:all )?(?:going|go) with {V}",
+        needs=("going with", "go with"),
+    ),
+    _p(
+        rf"\bwe(?:'re| are)? (?:standardi[sz]ing|settling|switching(?: \w+)? to|moving(?: \w+)? to)"
+        rf" (?:on )?{V}",
+        needs=("standardi", "settling", "switching", "moving"),
+    ),
+    _p(rf"\bwe(?:'ve)? (?:picked|chose|chosen|voted for) {V}", needs=("picked", "chose", "voted")),
+    _p(
+        rf"\b(?:we(?:'re| are) all|everyone(?:'s| is| has)) agreed(?: on)?\s*[:,]?\s+(?:on )?{V}",
+        needs=("agreed",),
+    ),
+    _p(rf"^(?:ok(?:ay)?,? )?(?:final answer,? )?{_VM} works for everyone\b", needs=("everyone",)),
+    _p(
         rf"\bwe(?:'ve| have)? (?:all |finally |just )?(?:settled|agreed|decided|landed|aligned)"
         rf" (?:on|upon) {V}",
         needs=("ed on", "ed upon"),
@@ -438,6 +526,8 @@ AGREE = [
         needs=("agreed to", "agreed that"),
     ),
     _p(rf"^(?:agreed|confirmed|decision|final|settled|decided)\s*[:\-]\s*{V}"),
+    # "Decided in standup: code freeze starts Dec. 18", "final call: we go with ...".
+    _p(rf"^(?:decided|decision|agreed|settled|final call|final answer)\b[^:]{{0,40}}:\s*{V}"),
     _p(rf"^(?:i(?:'m| am) |just )?confirming (?:that |the )?{V}"),
     _p(rf"^(?:let's|lets|let us) (?:go with|go for|stick with|settle on|lock in|do|book) {V}"),
     _p(
@@ -478,32 +568,102 @@ NOT_COMMIT = _p(
     r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
     r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
 )
+# Where a report of something done may start: the sentence's start, or after a comma or
+# "and" ("we're going with Bella Napoli, I've booked a table"), not inside a condition.
+_DONE_AT = r"(?:^|[,;] (?:and )?|\band )"
+# Whom a thing done was given to, before the thing: "I've emailed you a prepaid label".
+_TO_WHOM = r"(?:(?:you|them|him|her|everyone) (?=\w))?"
+# What a thing is when it is done, said of the thing: "your refund has been issued".
+_DONE_STATES = (
+    "done",
+    "finished",
+    "sent",
+    "completed",
+    "complete",
+    "shipped",
+    "merged",
+    "submitted",
+    "delivered",
+    "sorted",
+    "issued",
+    "filed",
+    "processed",
+    "paid",
+    "booked",
+    "approved",
+    "resolved",
+    "received",
+    "recieved",
+    "frozen",
+    "applied",
+    "renewed",
+    "scheduled",
+    "arranged",
+    "deployed",
+    "published",
+    "signed",
+    "refunded",
+    "updated",
+)
+_DONE_STATE = "|".join(_DONE_STATES)
+# What the speaker says they did, and did already.
+_DID = (
+    "sent",
+    "shared",
+    "emailed",
+    "uploaded",
+    "pushed",
+    "submitted",
+    "finished",
+    "completed",
+    "delivered",
+    "posted",
+    "attached",
+    "shipped",
+    "fixed",
+    "merged",
+    "filed",
+    "wrapped up",
+    "done with",
+    "taken care of",
+    "sorted",
+    "applied",
+    "added",
+    "updated",
+    "renewed",
+    "scheduled",
+    "arranged",
+    "refunded",
+    "issued",
+    "processed",
+    "signed and returned",
+    "returned",
+    "resolved",
+    "approved",
+)
+_BOOKED = ("booked", "reserved", "paid", "ordered", "cancelled", "canceled")
+# Said of the thing: "your refund of $312.40 has been issued", "INC-2291 is resolved". A
+# subject holding a clause word ("I hope the situation is resolved") is no thing done (rules.py).
+DONE_SAID_OF = _p(
+    rf"^(?:(?:done|all set)\W+)?(?:the |my |your |our )?{_VM} (?:is|are|has been|have been)"
+    rf" (?:now |all |just |already |successfully )?(?:{_DONE_STATE})\b"
+    r"(?! (?:by|until|on|for)\b)",
+    # Three literals, not the states: a long prefilter costs more than the search it saves.
+    needs=(" is ", " are ", " been "),
+)
 CLOSE = [
     _p(
-        rf"^(?:i(?:'ve| have)? )?(?:just |already |finally |now )?(?:sent|shared|emailed|uploaded"
-        rf"|pushed|submitted|finished|completed|delivered|posted|attached|shipped|fixed|merged"
-        rf"|filed|wrapped up|done with|taken care of|sorted) (?!you\b|it\b|that\b){V}"
+        rf"{_DONE_AT}(?:i(?:'ve| have)? )?(?:just |already |finally |now )?(?:{'|'.join(_DID)})"
+        rf" {_TO_WHOM}(?!(?:you|it|that|to|by|for|on|at|in|from|yourself|myself|themselves)\b)"
+        rf"{V}",
     ),
     _p(
-        rf"^(?:i(?:'ve| have) |just |already )+(?:booked|reserved|paid|ordered|cancelled|canceled)"
-        rf" (?!you\b|it\b|that\b){V}"
+        rf"{_DONE_AT}(?:i(?:'ve| have) |just |already )+(?:{'|'.join(_BOOKED)})"
+        rf" {_TO_WHOM}(?!you\b|it\b|that\b){V}",
+        needs=_BOOKED,
     ),
     _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) {_VALUE_CHAR}+?){_STOP}"),
-    _p(
-        rf"^(?:the |my |your |our )?{_VM} (?:is|are|has been|have been) (?:now |all )?(?:done"
-        rf"|finished|sent|complete|completed|shipped|merged|submitted|delivered|sorted)\s*[.!]*$",
-        needs=(
-            "done",
-            "finished",
-            "sent",
-            "complete",
-            "shipped",
-            "merged",
-            "submitted",
-            "delivered",
-            "sorted",
-        ),
-    ),
+    DONE_SAID_OF,
 ]
 BARE_DONE = _p(
     r"^(?:all |it's |that's |and |its )?(?:done|finished|completed|sorted"
@@ -539,6 +699,29 @@ OTHER = _p(
         "located",
     ),
 )
+# Traits said of someone else: "Sam is halal", "Tom's vegetarian", "you're a Gold member",
+# "you're on our Fibre 500 plan" (the plan's or tier's name is the value).
+TRAITS: list[tuple[re.Pattern[str], str]] = [
+    (
+        _p(
+            rf"(?:^|[\s,])(?P<who>(?i:you)|@[\w.-]+|[A-Z][a-z]+)(?:'s|'re| is| are)"
+            rf" (?i:(?:also |strictly |now )?(?:an? )?)(?P<v>(?i:{_DIETS}))\b",
+            0,
+            needs=("'s ", "'re ", " is ", " are "),
+        ),
+        "diet",
+    ),
+    (
+        _p(
+            r"(?:^|[\s,])(?P<who>(?i:you)|@[\w.-]+|[A-Z][a-z]+)(?:'re| are| is|'s)"
+            r" (?i:an? |on (?:the |our |a |an )?)(?P<v>[A-Z][\w+&-]*(?: [A-Z0-9][\w+&-]*){0,3})"
+            r" (?i:member|plan|account|customer|subscriber|tier)\b",
+            0,
+            needs=("member", "plan", "account", "customer", "subscriber", "tier"),
+        ),
+        "membership",
+    ),
+]
 OTHER_VERB: dict[str, tuple[MemoryKind, str, bool]] = {
     "prefer": ("preference", "prefers", False),
     "like": ("preference", "likes", False),

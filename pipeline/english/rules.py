@@ -23,6 +23,7 @@ from pipeline.english.patterns import (
     CLOSE,
     COMMIT,
     DEAL,
+    DONE_SAID_OF,
     DUE,
     FACT,
     FILLER,
@@ -44,6 +45,7 @@ from pipeline.english.patterns import (
     STATE_WORDS,
     TITLES,
     TRAIL,
+    TRAITS,
     Candidate,
     I,
     V,
@@ -77,7 +79,11 @@ _CONDITION = re.compile(r"\b(?:if|unless|whether)\b", I)
 _VALUE = re.compile(V, I)
 _TO = re.compile(r"^to\b\s*", I)
 _NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
-_MARKED = re.compile(r"[\d_@A-Z-]")
+# Marks of a sentence not meant literally: an upside-down, eye-rolling, unamused or smirking
+# face, or "/s".
+SARCASM = re.compile("[\U0001f643\U0001f644\U0001f612\U0001f60f]|(?:^|\\s)/s\\b")
+_PART_OF = re.compile(r"\bof\s*$", re.IGNORECASE)
+_MARKED = re.compile(r"[\d_@A-Z-]|\w\.\w")
 # "my wife is freaking out": what a person or pet is doing, not who or what they are.
 _KIN = re.compile(r"\b(?:wife|husband|partner|daughter|son|boss|manager|dog|cat)$", re.IGNORECASE)
 _DOING = re.compile(r"^(?:[a-z]+ing|[A-Z]+ING)\b")
@@ -91,6 +97,7 @@ _NAMES: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in NA
 _COMMIT_NEEDS = NEEDS.get(COMMIT, ())
 _MY_X_NEEDS = NEEDS.get(MY_X, ())
 _OTHER_NEEDS = NEEDS.get(OTHER, ())
+_TRAITS = [(p, predicate, NEEDS.get(p, ())) for p, predicate in TRAITS]
 PrefRule = tuple[re.Pattern[str], str, bool, Needs]
 FactRule = tuple[re.Pattern[str], str, Needs]
 _PREF: list[PrefRule] = [(p, pred, neg, NEEDS.get(p, ())) for p, pred, neg in PREF]
@@ -167,10 +174,14 @@ def candidates(text: str) -> list[Candidate]:
             continue
         # Claims about others read the unstripped sentence: "@marco likes X" names its subject.
         out = _sentence(body.strip()) + _about_others(raw)
+        if out and SARCASM.search(raw):
+            # "I love this job 🙃" says the opposite of a taste or trait; a promise still holds.
+            out = [c for c in out if c.kind not in ("preference", "fact")]
         # Most sentences give nothing, so the hedge search runs only on those that do.
         if out and HEDGE.search(raw):
             out = [replace(c, hedged=True) for c in out]
-        found.extend(out)
+        # Two patterns may read one statement ("I'm based in Berlin"): it is kept once.
+        found.extend(c for c in out if c not in found)
     return found
 
 
@@ -230,10 +241,12 @@ def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
             and (m := pattern.search(s))
             and (value := clean_value(m["v"]))
         ):
+            if pattern is DONE_SAID_OF and CLAUSE_WORD.search(value):
+                continue
             predicate = "cancels" if pattern is CANCEL_X else "closes"
             out.append(Candidate("closure", predicate, value, "speaker"))
             break
-    if not out and not _ruled_out(low, _COMMIT_NEEDS) and (c := _commitment(s)):
+    if not _ruled_out(low, _COMMIT_NEEDS) and (c := _commitment(s)):
         out.append(c)
     out.extend(_preferences(s, low, _PREF if first_person else PREF_ANYONE))
     out.extend(_facts(s, low, _FACT if first_person else FACT_ANYONE))
@@ -278,8 +291,48 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
     return out
 
 
+# Capitalised words that open a sentence without naming anyone ("This is a Gold member
+# benefit", "It's a Premium plan").
+_NOT_SOMEONE = frozenset(
+    [
+        "i",
+        "it",
+        "this",
+        "that",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "he",
+        "she",
+        "they",
+        "we",
+        "everyone",
+        "nobody",
+        "somebody",
+        "someone",
+        "mine",
+        "yours",
+        "ours",
+        "theirs",
+        "each",
+        "either",
+        "neither",
+    ]
+)
+
+
 def _about_others(s: str) -> list[Candidate]:
     out: list[Candidate] = []
+    low = _lower_ascii(s)
+    for pattern, predicate, needs in _TRAITS:
+        for m in () if _ruled_out(low, needs) else pattern.finditer(s):
+            who = m["who"]
+            if who.lower() in _NOT_SOMEONE or who in NOT_NAMES:
+                continue
+            subject = "other" if who.lower() == "you" else f"name:{who}"
+            out.append(Candidate("fact", predicate, m["v"], subject))
     if _ruled_out(_lower_ascii(s), _OTHER_NEEDS):
         return out
     for m in OTHER.finditer(s):
@@ -317,6 +370,9 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
             continue
         if _KIN.search(attr) and _DOING.match(value):
+            continue
+        if _PART_OF.search(s, 0, m.start()):
+            # "most of our code is ...", "one of my IT guys ...": a part, not the speaker's own.
             continue
         if m["sep"] == "'s" and not CLAUSE_OPENING.match(s, 0, m.start()):
             continue

@@ -177,6 +177,108 @@ def test_closure() -> None:
     assert (cancel.predicate, cancel.value) == ("cancels", "")
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The refund of $40.10 has been issued", "refund of $40.10"),
+        ("INC-77 is resolved and the status page is updated", "INC-77"),
+        ("I've emailed you a prepaid label.", "prepaid label"),
+        ("we're going with the Lisbon flat, I've booked a table for 6", "table for 6"),
+    ],
+)
+def test_a_thing_said_to_be_done_is_a_closure(text: str, value: str) -> None:
+    items = extract_memories(turn([(TRAVEL, text)]), TRAVEL)
+    assert value in [i.value for i in items if i.kind == "closure"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I hope the situation is resolved soon",
+        "the compensation policy is fixed",
+        "that's the guy I went out with",
+        "just added yourself to the group",
+    ],
+)
+def test_a_state_or_a_clause_is_no_closure(text: str) -> None:
+    assert [
+        i for i in extract_memories(turn([(TRAVEL, text)]), TRAVEL) if i.kind == "closure"
+    ] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("decision from the review: we're standardising on Postgres 16", "Postgres 16"),
+        ("ok, we're going with the Airbnb in Alfama", "Airbnb in Alfama"),
+        ("we picked Wingspan", "Wingspan"),
+        ("everyone's agreed on net-60", "net-60"),
+    ],
+)
+def test_more_ways_a_channel_settles_on_a_choice(text: str, value: str) -> None:
+    items = extract_memories(turn([(SARAH, text)]), TRAVEL)
+    assert [(i.kind, i.value) for i in items if i.kind == "agreement"] == [("agreement", value)]
+
+
+def test_a_promise_beside_an_agreement_is_kept() -> None:
+    text = "ok we settled on net-30, I'll tell the supplier"
+    items = extract_memories(turn([(SARAH, text)]), TRAVEL)
+    assert sorted((i.kind, i.value) for i in items) == [
+        ("agreement", "net-30"),
+        ("commitment", "tell the supplier"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "predicate", "value"),
+    [
+        ("I'm a window seat person", "prefers", "window seat"),
+        ("I'm obsessed with pastéis de nata", "likes", "pastéis de nata"),
+        ("never flying Ryanair again", "dislikes", "Ryanair"),
+        ("I'm teetotal, count me out", "diet", "teetotal"),
+        ("based in Dublin these days", "lives_in", "Dublin"),
+        ("our landlord is Mr. Díaz", "landlord", "Mr. Díaz"),
+        ("my Discord is ferrous.wheel", "discord", "ferrous.wheel"),
+    ],
+)
+def test_more_ways_people_say_what_they_are_like(text: str, predicate: str, value: str) -> None:
+    item = only(extract_memories(turn([(SARAH, text)]), TRAVEL))
+    assert (item.predicate, item.value, item.subject_key) == (predicate, value, SARAH.key)
+
+
+def test_work_at_a_place_as_a_role_is_both() -> None:
+    items = extract_memories(turn([(SARAH, "I work at Monzo as a backend engineer")]), TRAVEL)
+    assert sorted((i.predicate, i.value) for i in items) == [
+        ("role", "backend engineer"),
+        ("works_at", "Monzo"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text", ["I love this job 🙃", "I'm allergic to Mondays /s", "most of our code is HTML"]
+)
+def test_sarcasm_and_parts_give_no_trait(text: str) -> None:
+    assert extract_memories(turn([(SARAH, text)]), TRAVEL) == []
+
+
+def test_a_trait_said_of_someone_present_is_theirs() -> None:
+    items = extract_memories(
+        turn([(SARAH, "Devon is vegan, and Sarah's fine with anything")]), TRAVEL
+    )
+    assert [(i.predicate, i.value, i.subject_key) for i in items] == [("diet", "vegan", DEVON.key)]
+    tier = only(
+        extract_memories(
+            turn(
+                [(TRAVEL, "since you're a Gold member, it's free")],
+                kind="dm",
+                participants=(SARAH, TRAVEL),
+            ),
+            TRAVEL,
+        )
+    )
+    assert (tier.predicate, tier.value, tier.subject_key) == ("membership", "Gold", SARAH.key)
+
+
 def test_you_in_a_dm_is_the_other_party() -> None:
     dm = turn([(TRAVEL, "You hate long layovers, so I filtered those out.")], (DEVON, TRAVEL), "dm")
     item = only(extract_memories(dm, TRAVEL))
