@@ -32,7 +32,7 @@ _STOP = (
     rf"(?=\s*(?:{_CLAUSE_COMMA}|[;!?()]|{_NOT_AFTER_TITLE}\.\s|\.$|$|\s-\s"
     r"|\b(?:but|because|since|though|although|if|unless"
     r"|cause|cuz|thanks|thank you|please|and (?:i|we|my|you|then|also)|so (?:i|we|that|you)"
-    r"|and (?:the|our|his|her|their) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
+    r"|and (?:the|our|his|her|their|your|my) (?:[\w'-]+ ){1,4}?(?:is|are|was|were)"
     r"|as (?:long|well|soon|an?|the|my|our)|which|whenever)\b))"
 )
 V = rf"(?P<v>{_VALUE_CHAR}+?(?:{_LIST_TAIL})?)" + _STOP
@@ -407,6 +407,22 @@ FACT: list[tuple[re.Pattern[str], str]] = [
     (_p(rf"\bi (?:just )?moved to {V}", needs=("moved to",)), "lives_in"),
     (
         _p(
+            r"\b[Ii](?:'m| am) (?:now |currently )?in (?P<v>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?)\b",
+            0,
+            needs=("i'm in", "i am in", "now in", "currently in"),
+        ),
+        "lives_in",
+    ),
+    (
+        _p(
+            r"\b[Ii](?:'m| am) on (?P<v>[A-Z][\w-]*(?: [A-Z][\w-]*)? time)\b",
+            0,
+            needs=(" time",),
+        ),
+        "timezone",
+    ),
+    (
+        _p(
             r"\bi (?:currently )?work (?:at|for) (?P<at>[^,;!?()]+?) as (?:an? |the )?"
             r"(?P<v>[^,;!?()]+?)(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\b(?:and|but|so)\b))",
             needs=("work at", "work for"),
@@ -468,10 +484,18 @@ FACT: list[tuple[re.Pattern[str], str]] = [
 ]
 MY_X = _p(
     # The attribute ends before a relative clause: "my flight that's scheduled for ..." says
-    # nothing of a "flight that". "Our" is the speaker's too ("our landlord is Mr. Díaz").
-    rf"\b(?:my|our) (?P<x>[A-Za-z][\w'-]*(?: (?!(?:that|which|who)\b)[a-z][\w'-]*){{0,3}}?)"
-    rf"(?P<sep> is|'s| are|:| =|, it's| - it's) {V}",
-    needs=("my ", "our "),
+    # nothing of a "flight that". "Our" is the speaker's too ("our landlord is Mr. Díaz"),
+    # "your" the other party's, and a name's its bearer's ("Nadia's extension is 4417").
+    rf"\b(?P<whose>my|our|your|[A-Z][a-z]+'s) (?P<x>[A-Za-z][\w'-]*(?: (?!(?:that|which"
+    rf"|who|and|or)\b)[a-z][\w'-]*){{0,3}}?)(?P<sep> is|'s| are|:| =|, it's| - it's) {V}",
+    needs=("my", "our", "'s"),
+)
+# "my sister Chiara", "my daughter Emma": a relation named.
+KIN_NAMED = _p(
+    r"\bmy (?P<x>sister|brother|daughter|son|wife|husband|partner|mum|mom|dad|mother|father|boss"
+    r"|manager|dog|cat|kid|niece|nephew|cousin|uncle|aunt|grandma|grandpa|flatmate|roommate)"
+    r" (?P<v>[A-Z][a-z'-]+)\b(?!')",
+    needs=("my ",),
 )
 # What may come before "my" when "my X's" opens its clause ("Oh, my wife's a nurse"); after
 # anything else it is a possessive ("I love my wife's brownies"), not "is".
@@ -651,6 +675,8 @@ DONE_SAID_OF = _p(
     # Three literals, not the states: a long prefilter costs more than the search it saves.
     needs=(" is ", " are ", " been "),
 )
+# "the referral has gone out", "Q4 payment went out this morning": sent, said of the thing.
+GONE_OUT = _p(rf"^(?:the |my |your |our )?{_VM} (?:went|has gone|have gone) out\b", needs=(" out",))
 CLOSE = [
     _p(
         rf"{_DONE_AT}(?:i(?:'ve| have)? )?(?:just |already |finally |now )?(?:{'|'.join(_DID)})"
@@ -664,6 +690,7 @@ CLOSE = [
     ),
     _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) {_VALUE_CHAR}+?){_STOP}"),
     DONE_SAID_OF,
+    GONE_OUT,
 ]
 BARE_DONE = _p(
     r"^(?:all |it's |that's |and |its )?(?:done|finished|completed|sorted"
@@ -713,7 +740,7 @@ TRAITS: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         _p(
-            r"(?:^|[\s,])(?P<who>(?i:you)|@[\w.-]+|[A-Z][a-z]+)(?:'re| are| is|'s)"
+            r"(?:^|[\s,])(?P<who>(?i:you)|I|@[\w.-]+|[A-Z][a-z]+)(?:'re| are| is|'s|'m| am)"
             r" (?i:an? |on (?:the |our |a |an )?)(?P<v>[A-Z][\w+&-]*(?: [A-Z0-9][\w+&-]*){0,3})"
             r" (?i:member|plan|account|customer|subscriber|tier)\b",
             0,

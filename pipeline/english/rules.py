@@ -27,7 +27,9 @@ from pipeline.english.patterns import (
     DUE,
     FACT,
     FILLER,
+    GONE_OUT,
     HEDGE,
+    KIN_NAMED,
     KNOWN_ATTRS,
     MY_X,
     NAME_PATTERNS,
@@ -82,7 +84,49 @@ _NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
 # Marks of a sentence not meant literally: an upside-down, eye-rolling, unamused or smirking
 # face, or "/s".
 SARCASM = re.compile("[\U0001f643\U0001f644\U0001f612\U0001f60f]|(?:^|\\s)/s\\b")
-_PART_OF = re.compile(r"\bof\s*$", re.IGNORECASE)
+_PART_OF = re.compile(r"\b(?:of|what|where|which|how|whether|if)\s*$", re.IGNORECASE)
+# Capitalised words that open a sentence without naming anyone ("This is a Gold member
+# benefit", "It's a Premium plan").
+_NOT_SOMEONE = frozenset(
+    [
+        "i",
+        "it",
+        "this",
+        "that",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "he",
+        "she",
+        "they",
+        "we",
+        "everyone",
+        "nobody",
+        "somebody",
+        "someone",
+        "mine",
+        "yours",
+        "ours",
+        "theirs",
+        "each",
+        "either",
+        "neither",
+    ]
+)
+# A word that reads as a name: capitalised, then lower case ("Rufus", not "ID").
+_NAME = re.compile(r"[A-Z][a-z]")
+
+
+def _is_someone(word: str) -> bool:
+    """Whether a capitalised word before "'s" may name a person ("Nadia's", not "It's")."""
+    return bool(_NAME.match(word)) and word.lower() not in _NOT_SOMEONE and word not in NOT_NAMES
+
+
+_PARTICIPLE = re.compile(r"[a-z]+(?:ed|ing)\b")
+# Whose attribute a "my/our/your X is" names.
+_WHOSE = {"my": "speaker", "our": "speaker", "your": "other"}
 _MARKED = re.compile(r"[\d_@A-Z-]|\w\.\w")
 # "my wife is freaking out": what a person or pet is doing, not who or what they are.
 _KIN = re.compile(r"\b(?:wife|husband|partner|daughter|son|boss|manager|dog|cat)$", re.IGNORECASE)
@@ -241,7 +285,7 @@ def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
             and (m := pattern.search(s))
             and (value := clean_value(m["v"]))
         ):
-            if pattern is DONE_SAID_OF and CLAUSE_WORD.search(value):
+            if pattern in (DONE_SAID_OF, GONE_OUT) and CLAUSE_WORD.search(value):
                 continue
             predicate = "cancels" if pattern is CANCEL_X else "closes"
             out.append(Candidate("closure", predicate, value, "speaker"))
@@ -291,44 +335,17 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
     return out
 
 
-# Capitalised words that open a sentence without naming anyone ("This is a Gold member
-# benefit", "It's a Premium plan").
-_NOT_SOMEONE = frozenset(
-    [
-        "i",
-        "it",
-        "this",
-        "that",
-        "there",
-        "here",
-        "what",
-        "which",
-        "who",
-        "he",
-        "she",
-        "they",
-        "we",
-        "everyone",
-        "nobody",
-        "somebody",
-        "someone",
-        "mine",
-        "yours",
-        "ours",
-        "theirs",
-        "each",
-        "either",
-        "neither",
-    ]
-)
-
-
 def _about_others(s: str) -> list[Candidate]:
     out: list[Candidate] = []
     low = _lower_ascii(s)
     for pattern, predicate, needs in _TRAITS:
         for m in () if _ruled_out(low, needs) else pattern.finditer(s):
             who = m["who"]
+            if who == "I":
+                # "I'm on the Fibre 500 plan"; "I'm a Gold member" is a role (FACT).
+                if predicate == "membership" and " on " in m.group(0):
+                    out.append(Candidate("fact", predicate, m["v"], "speaker"))
+                continue
             if who.lower() in _NOT_SOMEONE or who in NOT_NAMES:
                 continue
             subject = "other" if who.lower() == "you" else f"name:{who}"
@@ -372,10 +389,33 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
         if _KIN.search(attr) and _DOING.match(value):
             continue
         if _PART_OF.search(s, 0, m.start()):
-            # "most of our code is ...", "one of my IT guys ...": a part, not the speaker's own.
+            # "most of our code is ...", "one of my IT guys ...", "what my code is": a part or
+            # a question, not the speaker's own.
             continue
         if m["sep"] == "'s" and not CLAUSE_OPENING.match(s, 0, m.start()):
             continue
-        if KNOWN_ATTRS.search(attr) or _MARKED.search(value):
-            out.append(Candidate("fact", snake(attr), value, "speaker"))
+        if any(_NAME.match(word) for word in attr.split()[1:]):
+            # "my dog Rufus is ...": a name inside, said by KIN_NAMED; not an attribute.
+            continue
+        whose = m["whose"].lower()
+        if whose.endswith("'s") and not _is_someone(m["whose"][:-2]):
+            continue
+        # Of someone else, only what is known to be an attribute: an agent's "your reservation
+        # UM3OG5 is a round-trip ..." describes a booking, not the customer.
+        known = KNOWN_ATTRS.search(attr) is not None
+        if whose not in _WHOSE.keys() - {"your"} and (
+            m["sep"] not in (" is", " are") or _PARTICIPLE.match(value)
+        ):
+            # Of someone else, a plain "X is Y" only: "your membership status is listed as
+            # ...", "under your user ID: M05KNL and ..." say no value.
+            continue
+        if known or (whose in _WHOSE and whose != "your" and _MARKED.search(value)):
+            out.append(
+                Candidate(
+                    "fact", snake(attr), value, _WHOSE.get(whose) or f"name:{m['whose'][:-2]}"
+                )
+            )
+    for m in () if _ruled_out(low, _MY_X_NEEDS) else KIN_NAMED.finditer(s):
+        if _NAME.match(m["v"]) and m["v"] not in NOT_NAMES:
+            out.append(Candidate("fact", m["x"].lower(), m["v"], "speaker"))
     return out

@@ -246,6 +246,53 @@ def test_more_ways_people_say_what_they_are_like(text: str, predicate: str, valu
     assert (item.predicate, item.value, item.subject_key) == (predicate, value, SARAH.key)
 
 
+def test_your_x_is_the_other_partys_and_a_names_x_is_theirs() -> None:
+    text = "I can see your email is ruth@example.com and your postcode is M14 5TQ"
+    items = extract_memories(
+        turn([(TRAVEL, text)], participants=(SARAH, TRAVEL), kind="dm"), TRAVEL
+    )
+    assert sorted((i.predicate, i.value, i.subject_key) for i in items) == [
+        ("email", "ruth@example.com", SARAH.key),
+        ("postcode", "M14 5TQ", SARAH.key),
+    ]
+    item = only(extract_memories(turn([(SARAH, "Devon's extension is 4417")]), TRAVEL))
+    assert (item.predicate, item.value, item.subject_key) == ("extension", "4417", DEVON.key)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Your reservation UM3OG5 is a round-trip from Seattle",
+        "your membership status is listed as regular",
+        "can someone remind me what my locker code is lol",
+    ],
+)
+def test_a_booking_or_a_question_is_no_attribute(text: str) -> None:
+    found = extract_memories(
+        turn([(TRAVEL, text)], participants=(SARAH, TRAVEL), kind="dm"), TRAVEL
+    )
+    assert [i for i in found if i.kind == "fact"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "predicate", "value"),
+    [
+        ("my sister Chiara lands at 6:40", "sister", "Chiara"),
+        ("I'm on the Unlimited 5G Max plan", "membership", "Unlimited 5G Max"),
+        ("I'm on Pacific time so no early calls", "timezone", "Pacific time"),
+        ("new here, I'm in Osaka", "lives_in", "Osaka"),
+    ],
+)
+def test_relations_plans_and_places(text: str, predicate: str, value: str) -> None:
+    item = only(extract_memories(turn([(SARAH, text)]), TRAVEL))
+    assert (item.predicate, item.value, item.subject_key) == (predicate, value, SARAH.key)
+
+
+def test_a_thing_gone_out_is_done() -> None:
+    item = only(extract_memories(turn([(TRAVEL, "the cardiology referral has gone out")]), TRAVEL))
+    assert (item.kind, item.value) == ("closure", "cardiology referral")
+
+
 def test_work_at_a_place_as_a_role_is_both() -> None:
     items = extract_memories(turn([(SARAH, "I work at Monzo as a backend engineer")]), TRAVEL)
     assert sorted((i.predicate, i.value) for i in items) == [
