@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph.cypher import inspect as cypher
+from pipeline.graph.retrieval import quoted_changes
 from pipeline.graph.store import GraphStore, native
 from schemas.keys import channel_key, participant_key
+from schemas.recall import Change
 
 # Bounds on what one page reads: an inspector page is for looking, not for exporting.
 MAX_ROWS = 500
@@ -63,6 +65,8 @@ class CommitmentRecord(_Record):
     owed_to: str | None
     evidence: list[str]
     learnt_in: list[str]
+    # What an open commitment quotes that was replaced since, wherever that was said.
+    changed: list[Change] = []
 
 
 class SummaryRecord(_Record):
@@ -128,7 +132,8 @@ def agent_memory(
             agent=AgentRecord.model_validate(found[0]),
             facts=[FactRecord.model_validate(r) for r in rows(cypher.INSPECT_FACTS)],
             commitments=[
-                CommitmentRecord.model_validate(r) for r in rows(cypher.INSPECT_COMMITMENTS)
+                CommitmentRecord.model_validate({**r, "changed": quoted_changes(r)})
+                for r in rows(cypher.INSPECT_COMMITMENTS, channel_key=None, dm_policy="never")
             ],
             summaries=[SummaryRecord.model_validate(r) for r in rows(cypher.INSPECT_SUMMARIES)],
             channels=[ChannelRecord.model_validate(r) for r in rows(cypher.INSPECT_AGENT_CHANNELS)],

@@ -30,6 +30,7 @@ from pipeline.graph.inspection import (
     SummaryRecord,
     TimelineEntry,
 )
+from schemas.recall import Change
 from tests.unit.offline import offline_settings
 from workers.cli.serve import _graph
 from workers.inspector import memory as memory_pages
@@ -139,6 +140,14 @@ def test_the_agent_page_marks_superseded_and_expired_facts_and_escapes_them() ->
                 owed_to="Sarah (@sarah)",
                 evidence=["m-2"],
                 learnt_in=["ch-1"],
+                changed=[
+                    Change(
+                        was="budget is 2000",
+                        now=f"budget is {XSS}",
+                        evidence=["m-9"],
+                        said_in="ch-2",
+                    )
+                ],
             ),
         ],
         summaries=[
@@ -164,6 +173,8 @@ def test_the_agent_page_marks_superseded_and_expired_facts_and_escapes_them() ->
     assert "<img" not in html and "<script" not in html and "&lt;img src=x" in html
     assert "Devon (@devon)" in html and "Sarah (@sarah)" in html
     assert "/inspect/channel?tenant=acme&amp;channel=ch-1&amp;agent=a-1" in html
+    owed = re.search(r'<table id="commitments">.*?</table>', html)
+    assert owed is not None and "later in #ch-2, &quot;budget is 2000&quot; became" in owed.group()
     summary = re.search(r'<table id="summaries">.*?</table>', html)
     assert summary is not None and "<td>3</td>" in summary.group() and "plan &lt;img" in html
 

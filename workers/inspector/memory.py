@@ -88,7 +88,11 @@ def _commitment_rows(tenant: str, agent: str, items: Sequence[CommitmentRecord])
     kinds = {"open": "warn", "closed": "ok", "cancelled": "muted"}
     return [
         row(
-            cell(c.text, class_="text"),
+            cell(
+                c.text,
+                *(tag("div", change.note(), class_="muted") for change in c.changed),
+                class_="text",
+            ),
             cell(badge(c.status, kinds.get(c.status, "muted"))),
             c.owed_by or "",
             c.owed_to or "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.graph.cypher.search import observed_by_agent
+from pipeline.graph.cypher.search import OWED_CHANGES, observed_by_agent
 from pipeline.graph.model import (
     ABOUT,
     AGENT,
@@ -79,7 +79,7 @@ RETURN m.key AS key, m.text AS text, coalesce(m.status, 'open') AS status, m.due
        m.opened_at AS opened_at, m.closed_at AS closed_at, m.source AS source,
        coalesce(by.label, by.id, m.owed_by_key) AS owed_by,
        coalesce(to.label, to.title, to.id, m.owed_to_key) AS owed_to,
-       {_provenance("m")}
+       {OWED_CHANGES} AS changed, {_provenance("m")}
 """
 
 # The agent's current summary of each channel.
