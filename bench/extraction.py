@@ -14,16 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.shared import SHARED_DATA_DIR, shared_data_dir
+from pipeline.english.rules import candidates
 from pipeline.extract import Extractor, RulesExtractor
 from schemas.keys import channel_key, episode_key, participant_key
 from schemas.memory import MEMORY_KINDS, MemoryItem
 from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
+from tests.datasets import friends_raw_events, tau_raw_events
 
 LABELLED_FILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "extraction_labelled.jsonl"
 # A Thursday, so "by Friday" labels read as the next day.
@@ -200,13 +204,45 @@ def format_report(report: Report) -> str:
     return "\n".join(rows)
 
 
+def time_rules(data: Path, repeats: int = 5) -> str:
+    """How long the rules take a message, over the messages of the public sets in `data` that
+    the filter stage keeps (the rules never see tool or system messages)."""
+    texts = [
+        message.get("content") or ""
+        for event in [*tau_raw_events(data), *friends_raw_events(root=data)]
+        for message in event["messages"]
+        if message.get("role") not in ("tool", "system") and (message.get("content") or "").strip()
+    ]
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for text in texts:
+            candidates(text)
+        best = min(best, time.perf_counter() - start)
+    return (
+        f"rules over {len(texts):,} messages of tau-bench and FriendsQA: best of {repeats} "
+        f"{best * 1e3:.0f} ms, {best / len(texts) * 1e6:.1f} us a message"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--file", type=Path, default=LABELLED_FILE, help=f"labelled lines (default {LABELLED_FILE})"
     )
     parser.add_argument("-v", action="store_true", help="print every miss")
+    parser.add_argument(
+        "--time",
+        nargs="?",
+        const=SHARED_DATA_DIR,
+        type=Path,
+        metavar="DATA",
+        help="also time the rules over the kept messages of tau-bench and FriendsQA in DATA "
+        "(default ../shared/data), best of 5",
+    )
     args = parser.parse_args(argv)
+    if args.time is not None:
+        print(time_rules(shared_data_dir(args.time)) + "\n")
     lines = load_lines(args.file)
     rules = (("values equal or one containing the other", False), ("values equal", True))
     for title, exact in rules:

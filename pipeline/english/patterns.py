@@ -592,9 +592,10 @@ NOT_COMMIT = _p(
     r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
     r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
 )
-# Where a report of something done may start: the sentence's start, or after a comma or
-# "and" ("we're going with Bella Napoli, I've booked a table"), not inside a condition.
-_DONE_AT = r"(?:^|[,;] (?:and )?|\band )"
+# Where a report of something done may start: the sentence's start, or after a comma or "and"
+# when "I've" says it ("we're going with Bella Napoli, I've booked a table"), not inside a
+# condition. Two patterns each: unanchored, the first form made the search try every position.
+_DONE_AT = ("^(?:i(?:'ve| have)? )?", r"(?:[,;] (?:and )?|\band )i(?:'ve| have) ")
 # Whom a thing done was given to, before the thing: "I've emailed you a prepaid label".
 _TO_WHOM = r"(?:(?:you|them|him|her|everyone) (?=\w))?"
 # What a thing is when it is done, said of the thing: "your refund has been issued".
@@ -678,15 +679,22 @@ DONE_SAID_OF = _p(
 # "the referral has gone out", "Q4 payment went out this morning": sent, said of the thing.
 GONE_OUT = _p(rf"^(?:the |my |your |our )?{_VM} (?:went|has gone|have gone) out\b", needs=(" out",))
 CLOSE = [
-    _p(
-        rf"{_DONE_AT}(?:i(?:'ve| have)? )?(?:just |already |finally |now )?(?:{'|'.join(_DID)})"
-        rf" {_TO_WHOM}(?!(?:you|it|that|to|by|for|on|at|in|from|yourself|myself|themselves)\b)"
-        rf"{V}",
+    *(
+        _p(
+            rf"{at}(?:just |already |finally |now )?(?:{'|'.join(_DID)})"
+            rf" {_TO_WHOM}(?!(?:you|it|that|to|by|for|on|at|in|from|yourself|myself"
+            rf"|themselves)\b){V}",
+            needs=() if at.startswith("^") else ("i've", "i have"),
+        )
+        for at in _DONE_AT
     ),
-    _p(
-        rf"{_DONE_AT}(?:i(?:'ve| have) |just |already )+(?:{'|'.join(_BOOKED)})"
-        rf" {_TO_WHOM}(?!you\b|it\b|that\b){V}",
-        needs=_BOOKED,
+    *(
+        _p(
+            rf"{at}(?:{'|'.join(_BOOKED)}) {_TO_WHOM}(?!you\b|it\b|that\b){V}",
+            needs=_BOOKED,
+        )
+        # "I booked" alone may be a plan read back; "I've booked", "just booked" report it.
+        for at in (r"^(?:i(?:'ve| have) |just |already )+", _DONE_AT[1] + "(?:just |already )*")
     ),
     _p(rf"^here(?:'s| is| are) (?P<v>(?:the|your|my|our) {_VALUE_CHAR}+?){_STOP}"),
     DONE_SAID_OF,
