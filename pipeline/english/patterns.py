@@ -515,7 +515,8 @@ KNOWN_ATTRS = re.compile(
 )
 STATE_WORDS = re.compile(
     r"^(?:down|up|broken|slow|dead|fine|ok|okay|gone|useless|not|too|so|very|really|a mess|already|"
-    r"hanging|working|stuck|running|still|kinda|pretty|quite|being|getting|going|on|off|in|at)\b",
+    r"hanging|working|stuck|running|still|kinda|pretty|quite|being|getting|going|on|off|in|at"
+    r"|that|if|whether|because|listed|shown|set)\b",
     I,
 )
 
