@@ -436,7 +436,8 @@ def test_a_commitment_that_points_back_quotes_what_it_answers(
     assert by_message["h4"].in_reply_to == f"Sarah (@sarah): {asked}"
     assert by_message["h5"].in_reply_to is None  # it names what is owed
     assert by_message["h6"].in_reply_to is None  # Sarah's question was another sitting
-    [line] = [line for line in rendered(ctx).splitlines() if "do that for you" in line]
+    # Stored as "do that": "for you" is trimmed, since the commitment records whom it is owed.
+    [line] = [line for line in rendered(ctx).splitlines() if "committed: do that" in line]
     assert f'(in reply to "Sarah (@sarah): {asked}")' in line
     # Recall's commitment items carry it too, and the CLI prints it.
     owed = "What has Devon committed to?"
