@@ -369,7 +369,7 @@ FACT: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         _p(
-            rf"\bi(?:'m| am) (?:a |an )?(?:strict )?(?P<v>{_DIETS})\b",
+            rf"\bi(?:'m| am) (?P<no>not |no longer )?(?:a |an )?(?:strict )?(?P<v>{_DIETS})\b",
             needs=(
                 "vegetarian",
                 "vegan",

@@ -381,6 +381,10 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
         ):
             if predicate in {"uses", "runs"} and _NOT_A_THING.match(value):
                 continue
+            if "no" in pattern.groupindex and m["no"]:
+                # "I'm not vegetarian anymore": the diet's new value, which replaces the old.
+                out.append(Candidate("fact", predicate, f"not {value}", "speaker", negated=True))
+                continue
             out.append(Candidate("fact", predicate, value, "speaker"))
     for m in () if _ruled_out(low, _MY_X_NEEDS) else MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])

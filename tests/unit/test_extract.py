@@ -288,6 +288,18 @@ def test_relations_plans_and_places(text: str, predicate: str, value: str) -> No
     assert (item.predicate, item.value, item.subject_key) == (predicate, value, SARAH.key)
 
 
+def test_a_diet_given_up_replaces_the_diet() -> None:
+    was = only(extract_memories(turn([(SARAH, "I'm vegetarian")]), TRAVEL))
+    now = only(extract_memories(turn([(SARAH, "fwiw I'm not vegetarian anymore")]), TRAVEL))
+    assert (now.value, now.negated, was.negated) == ("not vegetarian", True, False)
+    # The same slot, so the later statement supersedes the earlier one.
+    assert (now.subject_key, now.predicate, now.topic) == (
+        was.subject_key,
+        was.predicate,
+        was.topic,
+    )
+
+
 def test_a_thing_gone_out_is_done() -> None:
     item = only(extract_memories(turn([(TRAVEL, "the cardiology referral has gone out")]), TRAVEL))
     assert (item.kind, item.value) == ("closure", "cardiology referral")
