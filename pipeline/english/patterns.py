@@ -42,7 +42,7 @@ _ADV = r"(?:(?:really|also|much|generally|usually|definitely|absolutely|just|sti
 _ADV += (
     r"|kind of|actually|honestly|personally|always|do|very much|would|'d|think i|guess i|probably"
 )
-_ADV += r"|maybe|definitely|certainly|tend to|usually|generally|normally|typically)\s+)*"
+_ADV += r"|maybe|definitely|certainly)\s+)*"
 HEDGE = re.compile(
     r"\b(?:maybe|perhaps|probably|possibly|i think|i guess|i believe|i suppose|might|not sure"
     r"|pretty sure|i reckon|kinda|sort of|likely|if i remember|iirc|afaik)\b",
@@ -250,58 +250,6 @@ PREF: list[tuple[re.Pattern[str], str, bool]] = [
         ),
         "dislikes",
         True,
-    ),
-    (
-        _p(
-            rf"\bi(?:'m| am) {_ADV}(?:partial to|big on|a (?:big |huge )?sucker for|crazy about"
-            rf"|mad about) {V}",
-            needs=("partial to", "big on", "sucker for", "crazy about", "mad about"),
-        ),
-        "likes",
-        False,
-    ),
-    (
-        # "I usually go for the vegetarian option": a habit said as such, not "I'll go for it".
-        _p(
-            rf"\bi (?:usually|generally|normally|typically|tend to) (?:go for|opt for|pick|choose"
-            rf"|order|book|take) {V}",
-            needs=("usually", "generally", "normally", "typically", "tend to"),
-        ),
-        "prefers",
-        False,
-    ),
-    (
-        _p(
-            rf"\bi(?:'d| would) (?:pick|choose|take) {_VM} (?:every time|any day)\b",
-            needs=("every time", "any day"),
-        ),
-        "prefers",
-        False,
-    ),
-    (
-        _p(
-            rf"^(?:not|never) (?:a |the )?(?:big |huge |great )?(?:fan of|into|keen on) {V}",
-            needs=("fan of", "into", "keen on"),
-        ),
-        "dislikes",
-        True,
-    ),
-    (
-        _p(
-            rf"^{_VM} (?:isn't|is not|aren't|are not) (?:really |quite |just )?for me\b",
-            needs=("for me",),
-        ),
-        "dislikes",
-        True,
-    ),
-    (_p(rf"^{_VM} (?:is|are) my go-to\b", needs=("go-to",)), "prefers", False),
-    (
-        _p(
-            rf"^{_VM} (?:is|are) my (?:absolute |all-time )?favou?rites?\b",
-            needs=("favorite", "favourite"),
-        ),
-        "likes",
-        False,
     ),
     (_p(rf"^no {_VM} for me\b"), "dislikes", True),
     (

@@ -288,30 +288,6 @@ def test_relations_plans_and_places(text: str, predicate: str, value: str) -> No
     assert (item.predicate, item.value, item.subject_key) == (predicate, value, SARAH.key)
 
 
-@pytest.mark.parametrize(
-    ("text", "predicate", "value"),
-    [
-        ("Not a fan of red-eye flights", "dislikes", "red-eye flights"),
-        ("I usually go for the vegetarian option", "prefers", "vegetarian option"),
-        ("Aisle is my go-to", "prefers", "Aisle"),
-        ("I'm partial to dark roast", "likes", "dark roast"),
-        ("sushi isn't really for me", "dislikes", "sushi"),
-        ("I'd pick the window every time", "prefers", "window"),
-        ("I tend to prefer morning meetings", "prefers", "morning meetings"),
-        ("Thai food is my favourite", "likes", "Thai food"),
-    ],
-)
-def test_everyday_ways_of_saying_a_taste(text: str, predicate: str, value: str) -> None:
-    item = only(extract_memories(turn([(SARAH, text)]), TRAVEL))
-    assert (item.kind, item.predicate, item.value) == ("preference", predicate, value)
-
-
-@pytest.mark.parametrize("text", ["I'll go for a walk", "that isn't for me to decide"])
-def test_a_plan_or_a_clause_is_no_taste(text: str) -> None:
-    items = extract_memories(turn([(SARAH, text)]), TRAVEL)
-    assert [i for i in items if i.kind == "preference"] == []
-
-
 def test_a_diet_given_up_replaces_the_diet() -> None:
     was = only(extract_memories(turn([(SARAH, "I'm vegetarian")]), TRAVEL))
     now = only(extract_memories(turn([(SARAH, "fwiw I'm not vegetarian anymore")]), TRAVEL))
