@@ -124,6 +124,7 @@ def _is_someone(word: str) -> bool:
     return bool(_NAME.match(word)) and word.lower() not in _NOT_SOMEONE and word not in NOT_NAMES
 
 
+# A value that opens with a participle says how a thing stands, not what it is.
 _PARTICIPLE = re.compile(r"[a-z]+(?:ed|ing)\b")
 # Whose attribute a "my/our/your X is" names.
 _WHOSE = {"my": "speaker", "our": "speaker", "your": "other"}
@@ -346,11 +347,11 @@ def _about_others(s: str) -> list[Candidate]:
                 if predicate == "membership" and " on " in m.group(0):
                     out.append(Candidate("fact", predicate, m["v"], "speaker"))
                 continue
-            if who.lower() in _NOT_SOMEONE or who in NOT_NAMES:
-                continue
-            subject = "other" if who.lower() == "you" else f"name:{who}"
-            out.append(Candidate("fact", predicate, m["v"], subject))
-    if _ruled_out(_lower_ascii(s), _OTHER_NEEDS):
+            if who.lower() == "you":
+                out.append(Candidate("fact", predicate, m["v"], "other"))
+            elif who.startswith("@") or _is_someone(who):
+                out.append(Candidate("fact", predicate, m["v"], f"name:{who}"))
+    if _ruled_out(low, _OTHER_NEEDS):
         return out
     for m in OTHER.finditer(s):
         who, verb = m["who"], m["verb"].lower()
@@ -386,6 +387,13 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
                 out.append(Candidate("fact", predicate, f"not {value}", "speaker", negated=True))
                 continue
             out.append(Candidate("fact", predicate, value, "speaker"))
+    return out + _attributes(s, low)
+
+
+def _attributes(s: str, low: str | None) -> list[Candidate]:
+    """Attributes said with a possessive: "my X is Y" (the speaker's), "your X is Y" (the
+    other party's), "Nadia's X is Y", and a relation named ("my sister Chiara")."""
+    out: list[Candidate] = []
     for m in () if _ruled_out(low, _MY_X_NEEDS) else MY_X.finditer(s):
         attr, value = m["x"].strip(), clean_value(m["v"])
         if not value or STATE_WORDS.match(value) or attr in {"name", "god"}:
@@ -402,23 +410,22 @@ def _facts(s: str, low: str | None, patterns: list[FactRule]) -> list[Candidate]
             # "my dog Rufus is ...": a name inside, said by KIN_NAMED; not an attribute.
             continue
         whose = m["whose"].lower()
-        if whose.endswith("'s") and not _is_someone(m["whose"][:-2]):
+        if whose in _WHOSE:
+            subject = _WHOSE[whose]
+        elif _is_someone(m["whose"][:-2]):
+            subject = f"name:{m['whose'][:-2]}"
+        else:
             continue
-        # Of someone else, only what is known to be an attribute: an agent's "your reservation
-        # UM3OG5 is a round-trip ..." describes a booking, not the customer.
         known = KNOWN_ATTRS.search(attr) is not None
-        if whose not in _WHOSE.keys() - {"your"} and (
-            m["sep"] not in (" is", " are") or _PARTICIPLE.match(value)
-        ):
-            # Of someone else, a plain "X is Y" only: "your membership status is listed as
-            # ...", "under your user ID: M05KNL and ..." say no value.
+        if subject != "speaker":
+            # Of someone else, only a known attribute stated plainly: an agent's "your
+            # reservation UM3OG5 is a round-trip ..." describes a booking, and "your status is
+            # listed as ..." or "under your user ID: M05KNL and ..." say no value.
+            if not known or m["sep"] not in (" is", " are") or _PARTICIPLE.match(value):
+                continue
+        elif not (known or _MARKED.search(value)):
             continue
-        if known or (whose in _WHOSE and whose != "your" and _MARKED.search(value)):
-            out.append(
-                Candidate(
-                    "fact", snake(attr), value, _WHOSE.get(whose) or f"name:{m['whose'][:-2]}"
-                )
-            )
+        out.append(Candidate("fact", snake(attr), value, subject))
     for m in () if _ruled_out(low, _MY_X_NEEDS) else KIN_NAMED.finditer(s):
         if _NAME.match(m["v"]) and m["v"] not in NOT_NAMES:
             out.append(Candidate("fact", m["x"].lower(), m["v"], "speaker"))
