@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from pipeline.english.numbers import GROUPING_COMMA
 from pipeline.summarize import estimate_tokens
 from schemas.context import Context, ContextCommitment, ContextFact, Dropped, Message, Section
 from schemas.recall import RecallItem
@@ -34,8 +35,7 @@ STALE_AFTER_DAYS: Final = 90
 
 _SOURCE_RANK: Final = {"verified": 0, "self_stated": 0, "peer_stated": 1}
 _FAR_FUTURE: Final = datetime.max.replace(tzinfo=UTC)
-# A comma grouping thousands: "2,000" and "2000" name one value.
-_GROUPING: Final = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_GROUPING: Final = re.compile(GROUPING_COMMA)
 
 
 def quotes(text: str, value: str) -> bool:

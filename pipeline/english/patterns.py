@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipeline.english.numbers import GROUPING_COMMA
 from schemas.memory import MemoryKind
 
 I = re.IGNORECASE  # noqa: E741
 
-# A comma between digits that groups thousands ("2,000 EUR", "$1,250.50") is part of a value,
-# not the end of its clause; any other comma ends it.
-_GROUPING = r"(?<=\d),(?=\d{3}(?!\d))"
+# A comma grouping thousands is part of a value, not the end of its clause; any other comma
+# ends it.
 _CLAUSE_COMMA = r",(?!(?<=\d,)\d{3}(?!\d))"
 # What a value is made of: anything up to clause punctuation.
-_VALUE_CHAR = rf"(?:[^,;!?()]|{_GROUPING})"
+_VALUE_CHAR = rf"(?:[^,;!?()]|{GROUPING_COMMA})"
 # Titles whose period ends no sentence: "Dr. Patel" is one name (rules.py splits sentences
 # around them too). Only titles, which a name follows; "p.m." or "Ave." often end a sentence.
 TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "St")
@@ -423,8 +423,7 @@ FACT: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         _p(
-            r"\bi (?:currently )?work (?:at|for) (?P<at>[^,;!?()]+?) as (?:an? |the )?"
-            r"(?P<v>[^,;!?()]+?)(?=\s*(?:[,;!?()]|\.(?:\s|$)|$|\b(?:and|but|so)\b))",
+            rf"\bi (?:currently )?work (?:at|for) {_VALUE_CHAR}+? as (?:an? |the )?{V}",
             needs=("work at", "work for"),
         ),
         "role",

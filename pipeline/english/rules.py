@@ -141,6 +141,7 @@ _CLOSE: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in (*
 _NAMES: list[tuple[re.Pattern[str], Needs]] = [(p, NEEDS.get(p, ())) for p in NAME_PATTERNS]
 _COMMIT_NEEDS = NEEDS.get(COMMIT, ())
 _MY_X_NEEDS = NEEDS.get(MY_X, ())
+_KIN_NAMED_NEEDS = NEEDS.get(KIN_NAMED, ())
 _OTHER_NEEDS = NEEDS.get(OTHER, ())
 _TRAITS = [(p, predicate, NEEDS.get(p, ())) for p, predicate in TRAITS]
 PrefRule = tuple[re.Pattern[str], str, bool, Needs]
@@ -426,7 +427,7 @@ def _attributes(s: str, low: str | None) -> list[Candidate]:
         elif not (known or _MARKED.search(value)):
             continue
         out.append(Candidate("fact", snake(attr), value, subject))
-    for m in () if _ruled_out(low, _MY_X_NEEDS) else KIN_NAMED.finditer(s):
+    for m in () if _ruled_out(low, _KIN_NAMED_NEEDS) else KIN_NAMED.finditer(s):
         if _NAME.match(m["v"]) and m["v"] not in NOT_NAMES:
             out.append(Candidate("fact", m["x"].lower(), m["v"], "speaker"))
     return out

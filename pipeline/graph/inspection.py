@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph.cypher import inspect as cypher
+from pipeline.graph.cypher.search import NO_AUDIENCE
 from pipeline.graph.retrieval import quoted_changes
 from pipeline.graph.store import GraphStore, native
 from schemas.keys import channel_key, participant_key
@@ -133,7 +134,7 @@ def agent_memory(
             facts=[FactRecord.model_validate(r) for r in rows(cypher.INSPECT_FACTS)],
             commitments=[
                 CommitmentRecord.model_validate({**r, "changed": quoted_changes(r)})
-                for r in rows(cypher.INSPECT_COMMITMENTS, channel_key=None, dm_policy="never")
+                for r in rows(cypher.INSPECT_COMMITMENTS, **NO_AUDIENCE)
             ],
             summaries=[SummaryRecord.model_validate(r) for r in rows(cypher.INSPECT_SUMMARIES)],
             channels=[ChannelRecord.model_validate(r) for r in rows(cypher.INSPECT_AGENT_CHANNELS)],

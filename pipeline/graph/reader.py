@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.graph import cypher
+from pipeline.graph.cypher.search import NO_AUDIENCE
 from pipeline.graph.retrieval import quoted_changes
 from pipeline.graph.store import GraphStore, native
 from schemas.keys import channel_key, participant_key
@@ -190,12 +191,7 @@ def agent_facts(
 def agent_commitments(graph: GraphStore, tenant: str, agent_id: str) -> list[CommitmentView]:
     """Every commitment the agent tracks, oldest first, each with the quoted values replaced
     since it was made (no audience applies: this is what is stored, not what a channel hears)."""
-    params = {
-        "agent_key": participant_key(tenant, agent_id),
-        "tenant": tenant,
-        "channel_key": None,
-        "dm_policy": "never",
-    }
+    params = {"agent_key": participant_key(tenant, agent_id), "tenant": tenant, **NO_AUDIENCE}
     with graph.session(write=False) as session:
         records = list(session.run(cypher.AGENT_COMMITMENTS, params))
     views = []

@@ -275,14 +275,14 @@ def test_a_write_notes_how_far_back_the_next_check_looks(fresh_redis: redis.Redi
     assert request_folds(fresh_redis, {pair_a: at_minute(2)}, send) == 0
     assert request_folds(fresh_redis, {pair_a: at_minute(9)}, send) == 0
     assert sorted(sent) == [pair_a, pair_b]
-    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") == at_minute(2)
-    assert latemessages.take_note(fresh_redis, "agent-b", "channel-1") == at_minute(3)
+    assert latemessages.take(fresh_redis, "agent-a", "channel-1")[0] == at_minute(2)
+    assert latemessages.take(fresh_redis, "agent-b", "channel-1")[0] == at_minute(3)
     # Taken: what is written next is noted afresh.
-    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") is None
+    assert latemessages.take(fresh_redis, "agent-a", "channel-1")[0] is None
     request_folds(fresh_redis, {pair_a: at_minute(7)}, send)
     # A check that gives its note back keeps the earlier of the two.
     latemessages.give_back(fresh_redis, "agent-a", "channel-1", at_minute(2))
-    assert latemessages.take_note(fresh_redis, "agent-a", "channel-1") == at_minute(2)
+    assert latemessages.take(fresh_redis, "agent-a", "channel-1")[0] == at_minute(2)
     assert fresh_redis.ttl(keys.segment_late("agent-b", "channel-1")) == -2
     assert latemessages.audit_due(fresh_redis, "agent-a", "channel-1")
     latemessages.audited(fresh_redis, "agent-a", "channel-1")

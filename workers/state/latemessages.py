@@ -51,19 +51,14 @@ def note_written(pipe: redis.client.Pipeline, earliest: Mapping[AgentChannel, da
 
 
 def take(client: redis.Redis, agent_key: str, channel_key: str) -> tuple[datetime | None, bool]:
-    """The pair's note, taken (`take_note`), and whether its audit is due (`audit_due`), in one
-    round trip: what a fold check asks first."""
+    """What a fold check asks first, in one round trip: the pair's note, taken (deleted), which
+    is the earliest message time written since the last check took it (None if nothing was;
+    whatever is written from now on is noted afresh), and whether its audit is due."""
     pipe = client.pipeline(transaction=False)
     pipe.getdel(keys.segment_late(agent_key, channel_key))
     pipe.exists(keys.segment_audit(agent_key, channel_key))
     since, marked = pipe.execute()
     return (None if since is None else instant(int(since))), not marked
-
-
-def take_note(client: redis.Redis, agent_key: str, channel_key: str) -> datetime | None:
-    """The pair's note, taken (deleted): the earliest message time written since the last
-    check took it, None if nothing was. Whatever is written from now on is noted afresh."""
-    return take(client, agent_key, channel_key)[0]
 
 
 def give_back(client: redis.Redis, agent_key: str, channel_key: str, since: datetime) -> None:

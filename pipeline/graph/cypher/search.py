@@ -278,6 +278,9 @@ _MADE_AMONG: Final = f"""COLLECT {{
 OWED_CHANGES: Final = (
     f"COLLECT {{{replaced_values('m', '[m.owed_by_key, m.owed_to_key] + ' + _MADE_AMONG)}}}"
 )
+# The audience parameters of an operator's view (`memsync facts`, the inspector): no channel,
+# so every replacement is named wherever it was said.
+NO_AUDIENCE: Final = {"channel_key": None, "dm_policy": "never"}
 
 _COMMITMENT_RETURN = f"""
 OPTIONAL MATCH (by:{PARTICIPANT} {{key: m.owed_by_key}})
