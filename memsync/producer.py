@@ -292,6 +292,10 @@ class Producer:
             refusal = exc
         event = batch[0]
         # It may have been recorded as in flight before the broker refused the message itself.
+        # That refusal counted the message's bytes against Redis's memory again, and the untrack
+        # was refused for it once (OOM on HDEL, then every later event spooled as if the broker
+        # were down): wait for room first, as before the retry above.
+        self._broker_takes_writes()
         self._inflight().untrack([keys.turn_ref(event.tenant, event.event_id)])
         self.counters["refused"] += 1
         reason = f"{type(refusal).__name__}: {refusal}"
