@@ -62,7 +62,9 @@ _STATED: Final[dict[ValueKind, re.Pattern[str]]] = {
         # "ending (in) 3390", an email address.
         r"\b(?!\d{1,2}(?:st|nd|rd|th)\b|\d+(?:\.\d+)?-[A-Za-z]+\b)"
         r"(?=[\w-]*\d)(?=[\w-]*[A-Za-z])\w+(?:-\w+)*\b"
-        r"|\b\d{5,}\b|\bending(?: in)? \d{2,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b",
+        r"|\b\d{5,}\b|\bending(?: in)? \d{2,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b"
+        # Digits in groups, six or more in all: a phone, card or licence number.
+        r"|\b(?!\d{4}-\d{2}-\d{2}\b)(?=(?:\d[-. ]?){6,})\d{2,}(?:[-. ]\d{2,})+\b",
         re.IGNORECASE,
     ),
 }

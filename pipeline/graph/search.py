@@ -19,9 +19,7 @@ from typing import Any, Final
 import neo4j
 
 from pipeline.embedder import Embedder
-from pipeline.english.answers import asked_kinds, stated_kinds
 from pipeline.english.reference import POINTS_BACK_MATCH
-from pipeline.english.terms import content_terms, coverage
 from pipeline.errors import ConfigurationError
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.cypher.search import per_label
@@ -51,17 +49,14 @@ from pipeline.rank import (
     Unit,
     Window,
     combine,
-    context_scores,
     group,
     label_share,
-    lead_clear_match,
     normalise,
-    prefer_current,
-    prefer_stated,
     runs,
     segment_prior,
     select,
 )
+from pipeline.scores import score_messages
 from schemas.keys import channel_key, participant_key, scope_token
 from schemas.recall import MAX_LIMIT, Change, RecallItem, RecallKind, RecallQuery
 
@@ -207,10 +202,9 @@ def _answer(
     replaced_by: dict[str, list[str]],
     replacing: Sequence[dict[str, Any]],
 ) -> list[RecallItem]:
-    """Score messages with their context (each neighbour passing on its `passed` relevance) and
-    the kind of value they state, let a clear lexical match lead and a replacing value (among
-    the candidates, or one of `replacing`, fetched for it) lead the value it replaced, fill the
-    budget, and show the chosen ones as windows."""
+    """Score the hits, their neighbours and the messages of `replacing` (fetched for the values
+    they replaced) for the question (pipeline/scores.py), fill the budget, and show the chosen
+    ones as windows."""
     passages = {key: _passage(rows[key][1]) for key in hits}
     sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
     for row in around:
@@ -224,16 +218,15 @@ def _answer(
     stretches = runs(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
-    asked = asked_kinds(query.query or "")
-    stating = [key for key, p in passages.items() if asked and stated_kinds(p.text, asked)]
-    scores = prefer_stated(
-        context_scores(relevance, stretches, query.neighbours, shared=passed), stating
+    scores = score_messages(
+        query.query or "",
+        passages,
+        stretches,
+        relevance,
+        passed=passed,
+        radius=query.neighbours,
+        replaced_by=replaced_by,
     )
-    if terms := content_terms(query.query or ""):
-        scores = lead_clear_match(
-            scores, {key: coverage(terms, p.text) for key, p in passages.items()}
-        )
-    scores = prefer_current(scores, replaced_by)
     excluded = set(query.exclude_ids)
     units = [
         Unit(key, scores[key], (p.id,), message=p, found=key in relevance)

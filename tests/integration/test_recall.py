@@ -15,6 +15,7 @@ import pytest
 
 from memsync.producer import Producer
 from memsync.settings import Settings
+from pipeline import scores as scoring
 from pipeline.embedder import make_embedder
 from pipeline.graph import search
 from pipeline.graph.cypher.instant import micros
@@ -564,7 +565,7 @@ def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
     assert "l1" in first().evidence
     # The same question without clear matches: the sale's run comes first, so the test above
     # holds because of them.
-    monkeypatch.setattr(search, "lead_clear_match", lambda scores, coverage: dict(scores))
+    monkeypatch.setattr(scoring, "lead_clear_match", lambda scores, coverage: dict(scores))
     assert first().channel_id == "ch-sale"
 
 
@@ -629,7 +630,7 @@ def test_a_replacing_value_leads_the_value_it_replaced(
     assert any(item.evidence == ["p7"] for item in found), found
     # Without the rule the old value comes first, so the test above holds because of it; and
     # without the fetch the hotel question never shows the update.
-    monkeypatch.setattr(search, "prefer_current", lambda scores, replaced_by: scores)
+    monkeypatch.setattr(scoring, "prefer_current", lambda scores, replaced_by: scores)
     assert "p1" in shown()[0].evidence
     monkeypatch.undo()
     real = search._neighbours
@@ -638,3 +639,57 @@ def test_a_replacing_value_leads_the_value_it_replaced(
     )
     found = episodes(recall(graph, about_hotel, embedder=None, dm_policy="never"))
     assert not any("p7" in item.evidence for item in found), found
+
+
+def test_a_message_saying_it_replaces_a_value_leads_the_values_before_it(
+    worker: services.Service,
+    settings: Settings,
+    graph: GraphStore,
+    ledger: Ledger,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The first date sits with the words the question uses; the one that stands came six
+    # messages later, out of reach of the first one's window, and says it replaces it.
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    channel = {"id": "ch-lisbon", "kind": "group", "title": "Lisbon"}
+    said = [
+        ("u-devon", "I need to move my return flight from Lisbon, it's on March 3rd right now."),
+        ("a-travel", "Sure, what would suit you?"),
+        ("u-devon", "The conference got extended, so March 6th, in the evening if possible."),
+        ("a-travel", "On March 6th there's a 6:40 PM departure with a change fee."),
+        ("u-devon", "Hold on, let me check the programme with my office first."),
+        ("a-travel", "Of course, take your time."),
+        ("u-devon", "They wrap up at noon on the 5th. Put me on an evening one March 5th instead."),
+        ("a-travel", "Done."),
+    ]
+    emit_all(
+        settings,
+        ledger,
+        [
+            event(
+                tenant,
+                "ev-lisbon",
+                channel,
+                [DEVON, TRAVEL],
+                [
+                    msg(f"l{n}", "assistant" if who == "a-travel" else "user", who, text, n)
+                    for n, (who, text) in enumerate(said)
+                ],
+            )
+        ],
+    )
+    searchable(graph)
+    query = RecallQuery(
+        tenant=tenant, agent_id="a-travel", query="Which day is Devon now flying back from Lisbon?"
+    )
+
+    def first(question: str) -> RecallItem:
+        asked = query.model_copy(update={"query": question})
+        return episodes(recall(graph, asked, embedder=None, dm_policy="never"))[0]
+
+    assert "l6" in first(query.query or "").evidence
+    # Asked for the date as first booked, the first one leads.
+    assert "l0" in first("Which day was Devon originally flying back from Lisbon?").evidence
+    # Without the rule the first date leads, so the first assertion holds because of it.
+    monkeypatch.setattr(scoring, "revised_by", lambda said, asked: {})
+    assert "l6" not in first(query.query or "").evidence

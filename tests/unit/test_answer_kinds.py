@@ -59,6 +59,12 @@ def test_asked_kinds(question: str, kinds: set[str]) -> None:
         ("Use the card ending in 3390.", {"identifier", "count"}),
         ("My user ID is daniel_whitford_4821.", {"identifier"}),
         ("Send it to g.papas@example.com.", {"identifier"}),
+        ("Use 555-0142 instead.", {"identifier", "count"}),
+        ("Colorado licence 09-231-7745.", {"identifier", "count"}),
+        ("The new card is 8820 5517 64.", {"identifier", "count"}),
+        # Groups of digits too few to be a number to call, or a date written as one.
+        ("From 14 to 18 March, 10 30 each day.", {"date", "count"}),
+        ("Flying on 2024-05-17.", {"date", "count"}),
         # None of them: no number, no code, and "may" or "march" as common words.
         ("You may want to march over there and ask.", set()),
         ("Thanks, that sounds great.", set()),

@@ -1,0 +1,72 @@
+"""Which messages take back what was said shortly before them, and which questions ask for what
+was said first.
+
+A conversation often states a value more than once before it settles: "flying back March 3rd",
+then "March 6th", then "put me on March 5th instead". A question about the value as it stands
+matches the first statement as well as the last, often better, since the first repeats the
+question's words. The last one says that it replaces something ("instead", "not that one", "my
+old phone"); recall lets it lead what it replaced (pipeline/rank.py, `prefer_current`), as the
+graph lets a new fact supersede an old one, unless the question asks for the earlier value
+("originally", "at first").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from pipeline.english.answers import ValueKind, stated_kinds
+
+# Wording by which a message replaces something said before it.
+REVISING: Final = re.compile(
+    r"\binstead\b|\brather than\b|\bnot that one\b|\bscratch that\b|\bon second thoughts?\b"
+    r"|\bchanged? (?:my|our) minds?\b|\bchange of plans?\b|\bno longer\b"
+    r"|\bthat(?:'s| is| was) (?:my|our|the) old\b|\b(?:my|our|the) new one\b"
+    r"|\bcorrection\b|\bi meant\b",
+    re.IGNORECASE,
+)
+# A question about what was said first, not about what holds now.
+ASKING_EARLIER: Final = re.compile(
+    r"\b(?:original(?:ly)?|initial(?:ly)?|at first|first (?:asked|wanted|chose|picked|booked|said)"
+    r"|before (?:changing|switching|moving)|previous(?:ly)?|used to|former(?:ly)?|old)\b",
+    re.IGNORECASE,
+)
+# A question about a reason or an event, not about a value that may have changed.
+ASKING_WHY: Final = re.compile(r"\bwhy\b|\bhow come\b|\bwhat made\b|\breasons?\b", re.IGNORECASE)
+# How far back a revision reaches: the exchange it closes, not the conversation's start.
+REACH: Final = 8
+# Kinds of value two messages can both state and so be about one slot; every number is a
+# count, so sharing a count says nothing.
+_SLOT_KINDS: Final[frozenset[ValueKind]] = frozenset(
+    {"time", "date", "money", "duration", "identifier"}
+)
+
+
+def revised_by(
+    stretches: Sequence[Sequence[tuple[str, str]]], asked: frozenset[ValueKind]
+) -> dict[str, list[str]]:
+    """For each message that a later one in its stretch replaces, the keys of those later ones.
+
+    `stretches` are runs of consecutive messages as (key, text), in time order; `asked` the kinds
+    of value the question asks for. A message replaces an earlier one up to REACH messages back
+    when it says it replaces something and both are about one slot: they state a value of a kind
+    the question asks for, or, when it asks for none, of one kind or with one content word.
+    """
+    replaced: dict[str, list[str]] = {}
+    among = asked or _SLOT_KINDS
+    for stretch in stretches:
+        kinds = [stated_kinds(text, among) for _, text in stretch]
+        for i, (later, text) in enumerate(stretch):
+            if not kinds[i] or not REVISING.search(text):
+                continue
+            for j in range(max(0, i - REACH), i):
+                if kinds[i] & kinds[j]:
+                    replaced.setdefault(stretch[j][0], []).append(later)
+    return replaced
+
+
+def asks_current(question: str) -> bool:
+    """Whether `question` asks for a value as it stands: not for a reason, nor for the value as
+    it was first said."""
+    return ASKING_EARLIER.search(question) is None and ASKING_WHY.search(question) is None
