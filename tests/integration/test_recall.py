@@ -569,6 +569,27 @@ def test_a_message_holding_the_questions_words_leads_over_lifted_neighbours(
     assert first().channel_id == "ch-sale"
 
 
+def emit_said(
+    settings: Settings,
+    ledger: Ledger,
+    graph: GraphStore,
+    channel: dict[str, str],
+    said: list[tuple[str, str]],
+    prefix: str,
+) -> str:
+    """One turn of Devon and the travel agent saying `said` in `channel` (message n's id is
+    f"{prefix}{n}"), in a tenant of its own, waited for until searchable; the tenant."""
+    tenant = f"r{uuid.uuid4().hex[:12]}"
+    messages = [
+        msg(f"{prefix}{n}", "assistant" if who == "a-travel" else "user", who, text, n)
+        for n, (who, text) in enumerate(said)
+    ]
+    event_id = f"ev-{channel['id']}"
+    emit_all(settings, ledger, [event(tenant, event_id, channel, [DEVON, TRAVEL], messages)])
+    searchable(graph)
+    return tenant
+
+
 def test_a_replacing_value_leads_the_value_it_replaced(
     worker: services.Service,
     settings: Settings,
@@ -578,7 +599,6 @@ def test_a_replacing_value_leads_the_value_it_replaced(
 ) -> None:
     # The old budget sits among messages about the hotel the question names, so it matches
     # best; the update came later in the same channel and replaced the fact the old one backs.
-    tenant = f"r{uuid.uuid4().hex[:12]}"
     channel = {"id": "ch-porto", "kind": "group", "title": "Porto"}
     said = [
         ("a-travel", "Let's sort out the Porto hotel for the offsite."),
@@ -591,23 +611,7 @@ def test_a_replacing_value_leads_the_value_it_replaced(
         ("u-devon", "Update: my budget is 2500 EUR."),
         ("a-travel", "Got it."),
     ]
-    emit_all(
-        settings,
-        ledger,
-        [
-            event(
-                tenant,
-                "ev-porto",
-                channel,
-                [DEVON, TRAVEL],
-                [
-                    msg(f"p{n}", "assistant" if who == "a-travel" else "user", who, text, n)
-                    for n, (who, text) in enumerate(said)
-                ],
-            )
-        ],
-    )
-    searchable(graph)
+    tenant = emit_said(settings, ledger, graph, channel, said, "p")
     query = RecallQuery(
         tenant=tenant, agent_id="a-travel", query="What is the budget for the Porto hotel?"
     )
@@ -650,7 +654,6 @@ def test_a_message_saying_it_replaces_a_value_leads_the_values_before_it(
 ) -> None:
     # The first date sits with the words the question uses; the one that stands came six
     # messages later, out of reach of the first one's window, and says it replaces it.
-    tenant = f"r{uuid.uuid4().hex[:12]}"
     channel = {"id": "ch-lisbon", "kind": "group", "title": "Lisbon"}
     said = [
         ("u-devon", "I need to move my return flight from Lisbon, it's on March 3rd right now."),
@@ -662,23 +665,7 @@ def test_a_message_saying_it_replaces_a_value_leads_the_values_before_it(
         ("u-devon", "They wrap up at noon on the 5th. Put me on an evening one March 5th instead."),
         ("a-travel", "Done."),
     ]
-    emit_all(
-        settings,
-        ledger,
-        [
-            event(
-                tenant,
-                "ev-lisbon",
-                channel,
-                [DEVON, TRAVEL],
-                [
-                    msg(f"l{n}", "assistant" if who == "a-travel" else "user", who, text, n)
-                    for n, (who, text) in enumerate(said)
-                ],
-            )
-        ],
-    )
-    searchable(graph)
+    tenant = emit_said(settings, ledger, graph, channel, said, "l")
     query = RecallQuery(
         tenant=tenant, agent_id="a-travel", query="Which day is Devon now flying back from Lisbon?"
     )
