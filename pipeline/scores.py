@@ -37,7 +37,8 @@ def score_messages(
     `passed`) over its stretch of `radius` either side, then the preferences above;
     `replaced_by` maps a message to the later ones that replaced a fact it backs."""
     asked = asked_kinds(question)
-    stating = [key for key, p in passages.items() if asked and stated_kinds(p.text, asked)]
+    stated = {key: stated_kinds(p.text, asked) for key, p in passages.items()} if asked else {}
+    stating = [key for key, kinds in stated.items() if kinds]
     scores = prefer_stated(context_scores(relevance, stretches, radius, shared=passed), stating)
     if terms := content_terms(question):
         scores = lead_clear_match(
@@ -46,5 +47,5 @@ def score_messages(
     scores = prefer_current(scores, replaced_by)
     if asks_current(question):
         said = [[(key, passages[key].text) for key in stretch] for stretch in stretches]
-        scores = prefer_current(scores, revised_by(said, asked))
+        scores = prefer_current(scores, revised_by(said, asked, stated))
     return scores

@@ -13,7 +13,7 @@ graph lets a new fact supersede an old one, unless the question asks for the ear
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 from pipeline.english.answers import ValueKind, stated_kinds
@@ -44,26 +44,48 @@ _SLOT_KINDS: Final[frozenset[ValueKind]] = frozenset(
 
 
 def revised_by(
-    stretches: Sequence[Sequence[tuple[str, str]]], asked: frozenset[ValueKind]
+    stretches: Sequence[Sequence[tuple[str, str]]],
+    asked: frozenset[ValueKind],
+    stated: Mapping[str, frozenset[ValueKind]] | None = None,
 ) -> dict[str, list[str]]:
     """For each message that a later one in its stretch replaces, the keys of those later ones.
 
     `stretches` are runs of consecutive messages as (key, text), in time order; `asked` the kinds
     of value the question asks for. A message replaces an earlier one up to REACH messages back
     when it says it replaces something and both are about one slot: they state a value of a kind
-    the question asks for, or, when it asks for none, of one kind or with one content word.
+    the question asks for, or, when it asks for none, of one kind but a count. `stated` may
+    give, by key, the asked kinds a message states, when they were read already.
     """
     replaced: dict[str, list[str]] = {}
-    among = asked or _SLOT_KINDS
     for stretch in stretches:
-        kinds = [stated_kinds(text, among) for _, text in stretch]
-        for i, (later, text) in enumerate(stretch):
-            if not kinds[i] or not REVISING.search(text):
-                continue
-            for j in range(max(0, i - REACH), i):
-                if kinds[i] & kinds[j]:
-                    replaced.setdefault(stretch[j][0], []).append(later)
+        for earlier, later in _revisions(stretch, asked or _SLOT_KINDS, stated if asked else None):
+            replaced.setdefault(earlier, []).append(later)
     return replaced
+
+
+def _revisions(
+    stretch: Sequence[tuple[str, str]],
+    among: frozenset[ValueKind],
+    stated: Mapping[str, frozenset[ValueKind]] | None,
+) -> Iterator[tuple[str, str]]:
+    """(earlier, later) key pairs of one stretch, as `revised_by` defines them."""
+    # Few messages revise: kinds are read only around those that do (a scan of the five
+    # kinds costs about 50 us a message).
+    kinds: dict[int, frozenset[ValueKind]] = {}
+
+    def kinds_of(i: int) -> frozenset[ValueKind]:
+        if i not in kinds:
+            key, text = stretch[i]
+            known = stated.get(key) if stated is not None else None
+            kinds[i] = known if known is not None else stated_kinds(text, among)
+        return kinds[i]
+
+    for i, (later, text) in enumerate(stretch):
+        if not REVISING.search(text) or not kinds_of(i):
+            continue
+        for j in range(max(0, i - REACH), i):
+            if kinds_of(i) & kinds_of(j):
+                yield stretch[j][0], later
 
 
 def asks_current(question: str) -> bool:
