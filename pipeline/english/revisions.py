@@ -26,6 +26,22 @@ REVISING: Final = re.compile(
     r"|\bcorrection\b|\bi meant\b",
     re.IGNORECASE,
 )
+# Words one of REVISING's forms holds: a plain substring test rules out most messages for a
+# fraction of the pattern's cost.
+_REVISING_WORDS: Final = (
+    "instead",
+    "rather",
+    "that one",
+    "scratch",
+    "second thought",
+    "mind",
+    "change of plan",
+    "longer",
+    "old",
+    "new one",
+    "correction",
+    "meant",
+)
 # A question about what was said first, not about what holds now.
 ASKING_EARLIER: Final = re.compile(
     r"\b(?:original(?:ly)?|initial(?:ly)?|at first|first (?:asked|wanted|chose|picked|booked|said)"
@@ -81,11 +97,17 @@ def _revisions(
         return kinds[i]
 
     for i, (later, text) in enumerate(stretch):
-        if not REVISING.search(text) or not kinds_of(i):
+        if not revises(text) or not kinds_of(i):
             continue
         for j in range(max(0, i - REACH), i):
             if kinds_of(i) & kinds_of(j):
                 yield stretch[j][0], later
+
+
+def revises(text: str) -> bool:
+    """Whether `text` says that it replaces something said before it."""
+    lowered = text.lower()
+    return any(word in lowered for word in _REVISING_WORDS) and REVISING.search(text) is not None
 
 
 def asks_current(question: str) -> bool:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.english.answers import asked_kinds
-from pipeline.english.revisions import REACH, asks_current, revised_by
+from pipeline.english.revisions import REACH, asks_current, revised_by, revises
 from pipeline.rank import Passage
 from pipeline.scores import score_messages
 
@@ -99,3 +99,31 @@ def test_scored_for_a_question_the_revision_leads_unless_a_reason_is_asked() -> 
     assert best("Which day is she now flying back?") == "m5"
     assert best("Which day was she originally flying back?") == "m0"
     assert best("Why is she flying back?") == "m0"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use 555-0142 instead.",
+        "The aisle rather than the window.",
+        "Not that one, the blue one.",
+        "Scratch that, Tuesday.",
+        "On second thought, make it 6.",
+        "I've changed my mind: the 5th.",
+        "Change of plans, we fly Friday.",
+        "I no longer use that card.",
+        "That's my old number.",
+        "Use the new one ending 3056.",
+        "Correction: it's 14:30.",
+        "Sorry, I meant Thursday.",
+    ],
+)
+def test_every_form_of_revising_wording_is_found(text: str) -> None:
+    assert revises(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["Hold the room, please.", "Remind me on Friday.", "A new booking for two.", ""]
+)
+def test_words_that_only_contain_a_revising_word_are_not_revisions(text: str) -> None:
+    assert not revises(text)
