@@ -44,7 +44,9 @@ Current values (`prefer_current`): memory that shows an old value first misleads
 budget?" answered by "my budget is 2000 EUR" when "update: it is 2500 EUR" came later). When a
 candidate message backs a fact that a later message of its channel replaced, the later one
 (a candidate too, or fetched for it: graph/search.py) is raised just above it, so the current
-value is shown first and the old one, marked as replaced, after it.
+value is shown first and the old one, marked as replaced, after it. The same raise lets a
+message that says it replaces a value ("... instead") lead the values of its kind before it,
+where no fact was stored (pipeline/english/revisions.py, applied in pipeline/scores.py).
 
 Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
 (facts, commitments, summaries, which cost the evidence they add, at least one) are taken best
