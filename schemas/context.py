@@ -238,10 +238,11 @@ def _memory_line(item: RecallItem) -> str:
     head = f"- [{when}{where}]"
     if item.kind == "episode":
         changes = "".join(f"\n  ({change.note()})" for change in item.changed)
-        if "\n" in item.text:
-            body = "\n".join(f"  {line}" for line in item.text.splitlines())
+        said = item.attributed()
+        if "\n" in said:
+            body = "\n".join(f"  {line}" for line in said.splitlines())
             return f"{head}\n{body}{changes}"
-        return f"{head} {item.speaker_label or 'someone'}: {item.text}{changes}"
+        return f"{head} {said}{changes}"
     mark = ""
     if item.source == "peer_stated":
         mark = f" (said by {item.speaker_label or 'someone else'}, unverified)"

@@ -144,6 +144,14 @@ class RecallItem(BaseModel):
     # answers, "Name (@handle): text"; without it the item names nothing to act on.
     in_reply_to: str | None = None
 
+    def attributed(self) -> str:
+        """What the item says, with who said it: a window of several messages already shows
+        each as "Name (@handle): text"; a single message, whatever lines it has, gets its
+        speaker in front. Other kinds: their text."""
+        if self.kind != "episode" or len(self.evidence) > 1:
+            return self.text
+        return f"{self.speaker_label or 'someone'}: {self.text}"
+
 
 # How much of the message a commitment answers a line quotes: enough to say what was asked.
 _QUOTE_CHARS = 160

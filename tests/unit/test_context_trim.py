@@ -331,3 +331,27 @@ def test_a_commitment_quotes_a_value_only_as_whole_words() -> None:
     assert trimming.quotes("I will track the 2000 EUR budget.", "2,000 EUR")
     assert trimming.quotes("I will track the 2,000 EUR budget.", "2000 EUR")
     assert not trimming.quotes("I will track the 2,0000 EUR budget.", "2000 EUR")
+
+
+def test_every_remembered_message_is_rendered_with_its_speaker() -> None:
+    listing = "Here are the flights:\n1. HAT069 at 06:00\n2. HAT083 at 01:00"
+    window = RecallItem(
+        kind="episode",
+        key="m-2",
+        text="Devon (@devon): which one?\nSarah (@sarah): the later one",
+        score=1.0,
+        evidence=["m-2", "m-3"],
+        channel_id="ch-a",
+        speaker_label="Devon (@devon)",
+        created_at=NOW,
+    )
+    context = fit(
+        full(memories=[memory("m-1", 3.0, listing), window, memory("m-4", 1.0, "on my way")])
+    )
+    text = "\n".join(m["content"] for m in context.render())
+    # A single message of several lines still says who wrote it, on its first line.
+    assert "\n  Devon (@devon): Here are the flights:\n  1. HAT069 at 06:00\n" in text
+    # A window's lines carry their own speakers, once each.
+    assert "\n  Devon (@devon): which one?\n  Sarah (@sarah): the later one" in text
+    assert "Devon (@devon): Devon (@devon)" not in text
+    assert f"- [{NOW:%Y-%m-%d} #ch-a] Devon (@devon): on my way" in text

@@ -1,4 +1,5 @@
-"""Recall queries: validation that names the field, and user text made safe for Lucene."""
+"""Recall queries: validation that names the field, and user text made safe for Lucene; recalled
+items shown with who said them."""
 
 from __future__ import annotations
 
@@ -126,3 +127,18 @@ def test_combined_search_names_each_parameter_per_label_and_tags_rows() -> None:
     assert "$limit" in statement and "$agent_key" in statement
     with pytest.raises(ValueError, match="at least one part"):
         combined(())
+
+
+def test_a_recalled_message_is_attributed_however_many_lines_it_has() -> None:
+    def item(kind: Any, text: str, evidence: list[str]) -> RecallItem:
+        return RecallItem(
+            kind=kind, key="k", text=text, score=1.0, evidence=evidence, speaker_label="Ana (@ana)"
+        )
+
+    assert item("episode", "one line", ["m1"]).attributed() == "Ana (@ana): one line"
+    assert item("episode", "first\nsecond", ["m1"]).attributed() == "Ana (@ana): first\nsecond"
+    window = "Ana (@ana): first\nBo (@bo): second"
+    assert item("episode", window, ["m1", "m2"]).attributed() == window
+    assert item("fact", "Ana (@ana) prefers tea", ["m1"]).attributed() == "Ana (@ana) prefers tea"
+    unlabelled = RecallItem(kind="episode", key="k", text="hi", score=1.0, evidence=["m1"])
+    assert unlabelled.attributed() == "someone: hi"

@@ -192,7 +192,7 @@ def _show_reading(settings: Settings, tenant: str) -> None:
     print(f"\n== Finance recalls {query!r} in #ch-trip (memsync recall) ==")
     items = memory.recall(tenant=tenant, agent_id="a-finance", channel_id="ch-trip", query=query)
     for item in items:
-        text = item.text.replace("\n", " | ")
+        text = item.attributed().replace("\n", " | ")
         print(f"  {item.score:.3f} {item.kind:<10} {text}  (evidence: {', '.join(item.evidence)})")
         for change in item.changed:
             print(f"        ({change.note()})")

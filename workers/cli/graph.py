@@ -244,11 +244,12 @@ def _context(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _describe_recalled(item: RecallItem, searching: bool) -> str:
-    """One recalled item as a line (a window's messages on the lines below it)."""
+    """One recalled item as a line, with who said it (a window's further messages, or a
+    message's further lines, below it)."""
     when = item.created_at.strftime("%Y-%m-%d %H:%M") if item.created_at else "-"
     where = f"#{item.channel_id}" if item.channel_id else ""
-    if item.kind == "episode" and "\n" not in item.text:
-        head = f"[{when}] {where} {item.speaker_label}: {item.text}"
+    if item.kind == "episode":
+        head = f"[{when}] {where} {item.attributed()}"
     else:
         head = f"[{when}] {where} {item.kind}: {item.text}{reply_note(item.in_reply_to)}"
     if searching:
