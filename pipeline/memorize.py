@@ -37,7 +37,7 @@ def memorize(
                 dropped=[],
                 occurred_at=max(m.created_at for m in job.messages),
             )
-            items = readings[key] = extractor.extract(turn, job.agent)
+            items = readings[key] = drop_kept_promises(extractor.extract(turn, job.agent), turn)
         kept = apply_lens(items, job.agent.lens, lenses)
         memories.extend((job.agent.key, item) for item in kept)
     return memories
@@ -47,3 +47,18 @@ def perspective(job: SyncJob) -> str | None:
     """Whose reading of the turn the job needs: its agent's in a DM, where "you" is the reader;
     elsewhere every agent reads the same items (subjects are named participants), so None."""
     return job.agent.key if job.channel.kind == "dm" else None
+
+
+def drop_kept_promises(items: Sequence[MemoryItem], turn: ResolvedTurn) -> list[MemoryItem]:
+    """The items without the undated promises of messages that also called a tool: an agent's
+    "I'll search for available flights" beside the search call is done as it is said, and kept
+    as an open commitment it would be owed forever. A dated one ("I'll email the receipt
+    tomorrow") is a promise about later and stays."""
+    acted = {m.key for m in turn.messages if m.acted}
+    if not acted:
+        return list(items)
+    return [
+        item
+        for item in items
+        if not (item.kind == "commitment" and item.due is None and item.evidence_key in acted)
+    ]

@@ -119,6 +119,7 @@ def resolve_speakers(
                 speaker_label=speakers[m.sender_id].label,
                 content=m.content,
                 created_at=m.created_at,
+                acted=bool(m.tool_calls),
             )
             for m in turn.kept
         ]

@@ -88,6 +88,9 @@ class AttributedMessage(_Record):
     speaker_label: str
     content: str
     created_at: datetime
+    # It also called a tool: a promise it makes ("I'll search for flights") is kept by the call
+    # it carries, not owed afterwards.
+    acted: bool = False
 
 
 class ResolvedTurn(_Record):
