@@ -1,5 +1,5 @@
 """What agents know, end to end on real services: facts with provenance, supersession,
-commitments opened and closed, verification."""
+commitments opened, closed or kept by a tool call, verification."""
 
 from __future__ import annotations
 
@@ -23,7 +23,15 @@ from pipeline.trust import DirectoryTrustPolicy
 from pipeline.validate import validate_event
 from schemas.keys import participant_key
 from tests.integration.test_operations import cli
-from tests.integration.test_spine import DEVON, PRIYA, SARAH, emit_and_wait, event, msg
+from tests.integration.test_spine import (
+    DEVON,
+    PRIYA,
+    SARAH,
+    TOOL_CALL,
+    emit_and_wait,
+    event,
+    msg,
+)
 from tests.integration.test_spine import TRAVEL as SPINE_TRAVEL
 from workers.local import services
 from workers.state.ledger import Ledger
@@ -156,6 +164,26 @@ def test_commitment_opened_then_closed(
     emit_and_wait(producer, ledger, [kept, promise])  # a replay of the promise changes nothing
     [closed] = agent_commitments(graph, tenant, "a-ledger")
     assert closed.key == opened.key and closed.status == "closed" and closed.closed_at is not None
+
+
+def test_a_promise_the_agent_carries_out_with_a_tool_call_is_not_owed(
+    worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
+) -> None:
+    pulled, later = "I'll pull the October expenses.", "I'll double-check the receipts."
+    search = turn(
+        tenant,
+        "ev-t1",
+        [PRIYA, LEDGERBOT],
+        msg("t1", "user", "u-priya", "What did we spend on travel in October?", 1),
+        msg("t2", "assistant", "a-ledger", pulled, 2, tool_calls=TOOL_CALL),
+        msg("t3", "tool", "a-ledger", '{"total": 1840}', 3, tool_call_id="c1"),
+        msg("t4", "assistant", "a-ledger", f"You spent 1,840 EUR. {later}", 4),
+    )
+    emit_and_wait(producer, ledger, [search])
+    owed = agent_commitments(graph, tenant, "a-ledger")
+    # The search was done as it was promised; the check it did not call a tool for is owed.
+    assert [c.value for c in owed] == ["double-check the receipts"]
+    assert owed[0].owed_by_key == participant_key(tenant, "a-ledger")
 
 
 # Set by the embed side (pipeline/graph/cypher/embed.py), asynchronously to the writer.
