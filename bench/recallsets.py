@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,10 +216,12 @@ def case_event(
     position: int,
     said: Sequence[tuple[str, str]],
     agents: frozenset[str],
+    calls: Mapping[int, list[dict[str, Any]]] | None = None,
 ) -> RawEvent:
     """One conversation of a blind set as a turn event: its own group channel, `said` as
     (speaker, text) in order, `agents` naming the speakers that are agents on the platform, and
-    the memory agent observing; message i's id is f"{channel}-m{i}"."""
+    the memory agent observing; message i's id is f"{channel}-m{i}", and it carries the tool
+    calls `calls` gives it."""
     people: dict[str, dict[str, Any]] = {}
     messages: list[dict[str, Any]] = []
     for index, (name, text) in enumerate(said):
@@ -236,6 +238,7 @@ def case_event(
                 "content": text,
                 "created_at": f"2026-02-{1 + position // 24:02d}T{position % 24:02d}:"
                 f"{index // 60:02d}:{index % 60:02d}Z",
+                **({"tool_calls": calls[index]} if calls and index in calls else {}),
             }
         )
     people[PARA_AGENT] = {
@@ -285,6 +288,7 @@ def tau_corpus(root: Path, path: Path = taucustomer.CUSTOMER_MEMORY_TAU) -> Corp
             position,
             conversation.messages,
             frozenset({taucustomer.AGENT_SPEAKER}),
+            conversation.calls,
         )
         for position, (task, conversation) in enumerate(sorted(said.items()))
     ]

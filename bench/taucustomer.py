@@ -5,13 +5,16 @@ The conversations come from ../shared/data at run time, never copied into the re
 the questions live here (bench/data/customer_memory_tau.jsonl, written blind), and they index
 the filtered message list this module rebuilds: trial 0 of each task, the user's and the
 assistant's messages that carry text, with the user simulator's stop token removed (tool calls
-and their results are dropped, as memsync's filter stage drops them).
+and their results are dropped, as memsync's filter stage drops them). A kept message that also
+called a tool keeps its calls, as a platform would send it: what it promises is kept by them
+(pipeline/memorize.py).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +32,8 @@ class Conversation:
     task_id: int
     user_id: str
     messages: tuple[tuple[str, str], ...]
+    # The tool calls a kept message also made, by its index in `messages`.
+    calls: Mapping[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def customer(self) -> str:
@@ -49,14 +54,19 @@ def conversations(root: Path) -> dict[int, Conversation]:
             continue
         user_id = trajectory["info"]["task"]["user_id"]
         kept: list[tuple[str, str]] = []
+        calls: dict[int, list[dict[str, Any]]] = {}
         for message in trajectory["traj"]:
             if message["role"] not in ("user", "assistant"):
                 continue
             text = (message.get("content") or "").replace(STOP_TOKEN, "").strip()
             if text:
                 speaker = customer_name(user_id) if message["role"] == "user" else AGENT_SPEAKER
+                if message.get("tool_calls"):
+                    calls[len(kept)] = message["tool_calls"]
                 kept.append((speaker, text))
-        found[trajectory["task_id"]] = Conversation(trajectory["task_id"], user_id, tuple(kept))
+        found[trajectory["task_id"]] = Conversation(
+            trajectory["task_id"], user_id, tuple(kept), calls
+        )
     return found
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import taucustomer
+from bench import recallsets, taucustomer
 from bench.recallsets import (
     CUSTOMER_B_TENANT,
     CUSTOMER_C_AGENT_SPEAKERS,
@@ -33,6 +33,7 @@ from bench.recallsets import (
     paraphrase_corpus,
     tau_corpus,
 )
+from pipeline.validate import validate_event
 from tests.datasets import TESTS_DATA_DIR
 
 
@@ -102,6 +103,12 @@ def test_tau_conversations_keep_what_was_said_and_drop_the_rest() -> None:
         for _, text in conversation.messages:
             assert text and text == text.strip()
             assert taucustomer.STOP_TOKEN not in text
+    # A message that said something and called a tool keeps its calls, as a platform sends it.
+    acted = said[40]
+    assert list(acted.calls) == [3] and acted.messages[3][0] == taucustomer.AGENT_SPEAKER
+    event = recallsets.case_event("t", "c", 0, acted.messages, frozenset(), acted.calls)
+    assert [m["id"] for m in event["messages"] if m.get("tool_calls")] == ["c-m3"]
+    validate_event(event)
 
 
 def test_the_tau_questions_point_into_their_conversations() -> None:
