@@ -223,4 +223,5 @@ def _text(
     predicate = c.predicate.replace("_", " ")
     if c.kind == "fact" and c.predicate not in ("lives_in", "works_at", "deploys_to", "uses"):
         return f"{who}'s {predicate} is {c.value}{hedge}"
-    return f"{who} {predicate} {c.value}{hedge}"
+    to = "to " if c.doing else ""
+    return f"{who} {predicate} {to}{c.value}{hedge}"

@@ -121,6 +121,9 @@ class Candidate:
     negated: bool = False
     hedged: bool = False
     due_phrase: str | None = None
+    # A preference for doing something ("I prefer to pay by card"): its value is "pay by card",
+    # and a line about it reads "prefers to pay by card".
+    doing: bool = False
 
 
 # A pattern's literal prefilter: every match contains at least one of these lower-case strings,

@@ -330,9 +330,12 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
             if predicate == "likes" and REQUEST.search(s, m.start(), m.start("v")):
                 continue
             value = clean_value(m["v"])
+            doing = bool(_TO.match(value))
             value = clean_value(_TO.sub("", value))
             if value:
-                out.append(Candidate("preference", predicate, value, "speaker", negated))
+                out.append(
+                    Candidate("preference", predicate, value, "speaker", negated, doing=doing)
+                )
                 taken.append((m.start(), m.end()))
     return out
 

@@ -80,6 +80,18 @@ def test_two_people_two_preferences_two_subjects() -> None:
     assert items[0].topic == "seat"
 
 
+def test_a_preference_for_doing_something_reads_as_one() -> None:
+    items = extract_memories(
+        turn([(DEVON, "I'd prefer to pay with a gift card"), (SARAH, "I like to travel light")]),
+        TRAVEL,
+    )
+    assert [i.value for i in items] == ["pay with a gift card", "travel light"]
+    assert [i.text for i in items] == [
+        "Devon (@devon) prefers to pay with a gift card",
+        "Sarah (@sarah) likes to travel light",
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [
