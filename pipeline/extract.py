@@ -223,5 +223,7 @@ def _text(
     predicate = c.predicate.replace("_", " ")
     if c.kind == "fact" and c.predicate not in ("lives_in", "works_at", "deploys_to", "uses"):
         return f"{who}'s {predicate} is {c.value}{hedge}"
+    if c.doing and c.predicate == "dislikes":
+        return f"{who} prefers not to {c.value}{hedge}"
     to = "to " if c.doing else ""
     return f"{who} {predicate} {to}{c.value}{hedge}"

@@ -121,8 +121,9 @@ class Candidate:
     negated: bool = False
     hedged: bool = False
     due_phrase: str | None = None
-    # A preference for doing something ("I prefer to pay by card"): its value is "pay by card",
-    # and a line about it reads "prefers to pay by card".
+    # A preference for doing something ("I prefer to pay by card", "I'd rather not fly at
+    # night"): its value is "pay by card", and a line about it reads "prefers to pay by card"
+    # ("prefers not to fly at night").
     doing: bool = False
 
 

@@ -80,6 +80,7 @@ _NOT_SNAKE = re.compile(r"[^a-z0-9]+")
 _CONDITION = re.compile(r"\b(?:if|unless|whether)\b", I)
 _VALUE = re.compile(V, I)
 _TO = re.compile(r"^to\b\s*", I)
+_NOT_DOING = re.compile(r"\bnot (?:to )?$", I)
 _NOT_A_THING = re.compile(r"^(?:to|the same|it|a lot)\b")
 # Marks of a sentence not meant literally: an upside-down, eye-rolling, unamused or smirking
 # face, or "/s".
@@ -330,7 +331,8 @@ def _preferences(s: str, low: str | None, patterns: list[PrefRule]) -> list[Cand
             if predicate == "likes" and REQUEST.search(s, m.start(), m.start("v")):
                 continue
             value = clean_value(m["v"])
-            doing = bool(_TO.match(value))
+            # "to pay by card", or "(prefer|rather) not (to) fly at night": something done.
+            doing = bool(_TO.match(value) or _NOT_DOING.search(s, m.start(), m.start("v")))
             value = clean_value(_TO.sub("", value))
             if value:
                 out.append(

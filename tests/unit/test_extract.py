@@ -90,6 +90,11 @@ def test_a_preference_for_doing_something_reads_as_one() -> None:
         "Devon (@devon) prefers to pay with a gift card",
         "Sarah (@sarah) likes to travel light",
     ]
+    [against] = extract_memories(turn([(DEVON, "I'd prefer not to fly at night")]), TRAVEL)
+    assert (against.predicate, against.value) == ("dislikes", "fly at night")
+    assert against.text == "Devon (@devon) prefers not to fly at night"
+    [thing] = extract_memories(turn([(DEVON, "I'm not a fan of red-eyes")]), TRAVEL)
+    assert thing.text == "Devon (@devon) dislikes red-eyes"
 
 
 @pytest.mark.parametrize(
