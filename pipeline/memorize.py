@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pipeline.extract import Extractor
+from pipeline.english.actions import action_stems
+from pipeline.extract import Extractor, memory_item
 from pipeline.lens import Lens, apply_lens
-from schemas.memory import MemoryItem
+from schemas.memory import CALLED, MemoryItem
 from schemas.records import ResolvedTurn, SyncJob
 
 AgentMemory = tuple[str, MemoryItem]
@@ -37,7 +38,8 @@ def memorize(
                 dropped=[],
                 occurred_at=max(m.created_at for m in job.messages),
             )
-            items = readings[key] = drop_kept_promises(extractor.extract(turn, job.agent), turn)
+            said = drop_kept_promises(extractor.extract(turn, job.agent), turn)
+            items = readings[key] = said + closures_by_calls(turn)
         kept = apply_lens(items, job.agent.lens, lenses)
         memories.extend((job.agent.key, item) for item in kept)
     return memories
@@ -62,3 +64,30 @@ def drop_kept_promises(items: Sequence[MemoryItem], turn: ResolvedTurn) -> list[
         for item in items
         if not (item.kind == "commitment" and item.due is None and item.evidence_key in acted)
     ]
+
+
+def closures_by_calls(turn: ResolvedTurn) -> list[MemoryItem]:
+    """A closure for each message whose speaker has just called a tool that acts: "Please
+    confirm, and I'll proceed with the cancellation", a yes, then cancel_reservation keeps that
+    promise. Its value is the act's word stems; the graph closes the speaker's promises in this
+    channel that hold one of them as a word (pipeline/graph/cypher/write.py)."""
+    speakers = {p.key: p for p in turn.participants}
+    items: list[MemoryItem] = []
+    for message in turn.messages:
+        speaker = speakers.get(message.speaker_key)
+        stems = sorted(set[str]().union(*(action_stems(name) for name in message.calls)))
+        if speaker is None or not stems:
+            continue
+        items.append(
+            memory_item(
+                "closure",
+                speaker=speaker,
+                subject=speaker,
+                message=message,
+                predicate=CALLED,
+                value=" ".join(stems),
+                text=f"{speaker.label} called {', '.join(message.calls)}",
+                topic=None,
+            )
+        )
+    return items

@@ -7,6 +7,7 @@ import itertools
 import unicodedata
 from collections.abc import Mapping, Sequence
 
+from pipeline.english.actions import failed_result
 from schemas.event import Participant, TurnEvent
 from schemas.keys import channel_key, episode_key, participant_key
 from schemas.records import (
@@ -110,6 +111,7 @@ def resolve_speakers(
                 speaker = speaker_for(event.tenant, p, directory)
                 speaker = labelled[seen] = _claim(event.tenant, speaker, claimed)
             speakers[p.id] = speaker
+        calls = calls_by_message(turn)
         messages = [
             AttributedMessage(
                 key=episode_key(event.tenant, event.channel.id, m.id),
@@ -120,6 +122,7 @@ def resolve_speakers(
                 content=m.content,
                 created_at=m.created_at,
                 acted=bool(m.tool_calls),
+                calls=calls.get(m.id, []),
             )
             for m in turn.kept
         ]
@@ -235,3 +238,29 @@ def _named_in_batch(events: Sequence[TurnEvent]) -> dict[str, KnownParticipant]:
             if key not in named:
                 named[key] = KnownParticipant(id=p.id, display_name=name, handle=handle)
     return named
+
+
+def calls_by_message(turn: FilteredTurn) -> dict[str, list[str]]:
+    """The tools each kept message's sender called with it or since their last kept message in
+    the turn, by message id; not a call whose result says it failed. A call with no text is
+    dropped at stage 1; what it did (cancel the booking the agent offered to cancel) is carried
+    by the words its sender says next."""
+    kept = {m.id for m in turn.kept}
+    pending: dict[str, list[tuple[str | None, str]]] = {}
+    failed: set[str] = set()
+    found: dict[str, list[str]] = {}
+    for m in turn.event.messages:
+        if m.role == "tool":
+            if m.tool_call_id is not None and failed_result(m.content):
+                failed.add(m.tool_call_id)
+            continue
+        if m.role == "system" or m.injected_context:
+            continue
+        calls = pending.setdefault(m.sender_id, [])
+        calls.extend((c.id, c.name) for c in m.tool_calls)
+        if m.id in kept:
+            names = [name for call_id, name in calls if call_id is None or call_id not in failed]
+            if names:
+                found[m.id] = list(dict.fromkeys(names))
+            pending[m.sender_id] = []
+    return found

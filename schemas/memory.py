@@ -7,12 +7,16 @@ Polarity lives in the predicate: "I don't like red-eyes" gives predicate "dislik
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MemoryKind = Literal["preference", "fact", "agreement", "commitment", "closure"]
 Source = Literal["self_stated", "peer_stated", "verified"]
+
+# The predicate of a closure read from a tool call rather than from words: its value is the
+# stems of the act (pipeline/english/actions.py), and it closes only promises of its channel.
+CALLED: Final = "called"
 
 MEMORY_KINDS: tuple[MemoryKind, ...] = (
     "preference",

@@ -91,6 +91,9 @@ class AttributedMessage(_Record):
     # It also called a tool: a promise it makes ("I'll search for flights") is kept by the call
     # it carries, not owed afterwards.
     acted: bool = False
+    # The tools its speaker called with it, or in messages of no text since their last kept one
+    # in the turn: what the speaker has just done, which may keep an earlier promise.
+    calls: list[str] = []
 
 
 class ResolvedTurn(_Record):

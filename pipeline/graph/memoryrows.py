@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.memorize import AgentMemory
 from schemas.keys import compose_key, scope_token
-from schemas.memory import MemoryItem
+from schemas.memory import CALLED, MemoryItem
 
 Rows = list[dict[str, Any]]
 
@@ -163,9 +163,12 @@ def _closure_row(key: str, agent_key: str, item: MemoryItem) -> dict[str, Any]:
             "tenant": tenant_of(agent_key),
             "agent_key": agent_key,
             "owed_by_key": item.owed_by_key or item.speaker_key,
+            "owed_to_key": item.owed_to_key,
             # Lower-cased and single-spaced: the wording a commitment's value is matched against.
             "value": _norm(item.value),
             "status": "cancelled" if item.predicate == "cancels" else "closed",
+            # A tool call's act, matched by word stems (`CALLED`).
+            "by_call": item.predicate == CALLED,
             "closed_at": item.stated_at,
             "evidence_key": item.evidence_key,
         },

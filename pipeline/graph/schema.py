@@ -35,9 +35,9 @@ def init_schema(graph: GraphStore, vector_dimensions: int | None = None) -> list
 
 
 def backfill(graph: GraphStore, page: int = BACKFILL_PAGE) -> dict[str, int]:
-    """Give episodes written before `channel_key` existed theirs, channels written before members
-    were recorded their members, and nodes written before the search `scope` terms existed their
-    terms; the count of the latter per label.
+    """Give episodes, commitments and closures written before they carried `channel_key`
+    theirs, channels written before members were recorded their members, and nodes written
+    before the search `scope` terms existed their terms; the count of the latter per label.
 
     Idempotent, and cheap once done (one count per label). A node written by an older worker
     during the backfill is caught by the next `memsync graph init`.
@@ -46,6 +46,8 @@ def backfill(graph: GraphStore, page: int = BACKFILL_PAGE) -> dict[str, int]:
     with graph.session() as session:
         # Batched transactions of its own: only an auto-commit statement may run them.
         session.run(scope_cypher.BACKFILL_CHANNEL_KEYS).consume()
+        for statement in scope_cypher.BACKFILL_OBLIGATION_CHANNELS:
+            session.run(statement).consume()
         session.run(scope_cypher.BACKFILL_MEMBERS).consume()
         for label, count in scope_cypher.COUNT_UNSCOPED.items():
             if not session.run(count).single(strict=True)["missing"]:

@@ -14,6 +14,7 @@ from pipeline.extract import RulesExtractor
 from pipeline.graph.directory import grant_trust
 from pipeline.graph.model import CLOSURE, COMMITMENT, FACT
 from pipeline.graph.reader import agent_commitments, agent_facts
+from pipeline.graph.schema import backfill
 from pipeline.graph.store import GraphStore
 from pipeline.graph.writer import write_sync_jobs
 from pipeline.ingest import ingest_turns
@@ -184,6 +185,58 @@ def test_a_promise_the_agent_carries_out_with_a_tool_call_is_not_owed(
     # The search was done as it was promised; the check it did not call a tool for is owed.
     assert [c.value for c in owed] == ["double-check the receipts"]
     assert owed[0].owed_by_key == participant_key(tenant, "a-ledger")
+
+
+def test_a_promise_kept_by_a_call_after_the_go_ahead_is_closed_in_its_channel_only(
+    worker: services.Service, graph: GraphStore, producer: Producer, ledger: Ledger, tenant: str
+) -> None:
+    offer = "Shall I go ahead? Once you confirm, I'll proceed with cancelling the Lisbon hotel."
+    cancel = [{"id": "c9", "type": "function", "function": {"name": "cancel_booking"}}]
+    people = [PRIYA, LEDGERBOT]
+    elsewhere = event(
+        tenant,
+        "ev-k0",
+        {"id": "ch-other", "kind": "group", "title": "Other"},
+        people,
+        [msg("k0", "assistant", "a-ledger", offer.replace("Lisbon", "Porto"), 1)],
+    )
+    asked = turn(tenant, "ev-k1", people, msg("k1", "assistant", "a-ledger", offer, 2))
+    emit_and_wait(producer, ledger, [elsewhere, asked])
+    assert {c.status for c in agent_commitments(graph, tenant, "a-ledger")} == {"open"}
+
+    done = turn(
+        tenant,
+        "ev-k2",
+        people,
+        msg("k2", "user", "u-priya", "Yes, go ahead.", 3),
+        msg("k3", "assistant", "a-ledger", None, 4, tool_calls=cancel),
+        msg("k4", "tool", "a-ledger", '{"ok": true}', 5, tool_call_id="c9"),
+        msg("k5", "assistant", "a-ledger", "All set, the refund reaches your card in 5 days.", 6),
+    )
+    emit_and_wait(producer, ledger, [done])
+    status = {c.value: c.status for c in agent_commitments(graph, tenant, "a-ledger")}
+    # The call kept the promise made where it was called; the same words elsewhere are owed.
+    assert status == {
+        "proceed with cancelling the Lisbon hotel": "closed",
+        "proceed with cancelling the Porto hotel": "open",
+    }
+
+    # As an older version left them, without their channel: `memsync graph init` restores it.
+    read = (
+        "MATCH (n) WHERE (n:Commitment OR n:Closure) AND n.tenant = $tenant "
+        "RETURN n.key AS k, n.channel_key AS c"
+    )
+    with graph.session() as session:
+        placed = {r["k"]: r["c"] for r in session.run(read, tenant=tenant)}
+        session.run(
+            "MATCH (n) WHERE (n:Commitment OR n:Closure) AND n.tenant = $tenant "
+            "REMOVE n.channel_key",
+            tenant=tenant,
+        ).consume()
+    backfill(graph)
+    with graph.session() as session:
+        assert {r["k"]: r["c"] for r in session.run(read, tenant=tenant)} == placed
+    assert len(placed) == 3 and len(set(placed.values())) == 2
 
 
 # Set by the embed side (pipeline/graph/cypher/embed.py), asynchronously to the writer.

@@ -50,7 +50,11 @@ STATEMENTS = [
     # A bare "done" before Devon promised anything closes nothing, whenever it arrives.
     ("t11", "u-devon", "Done.", 8, "group"),
     ("t12", "u-devon", "I'll send the deck", 12, "group"),
+    # The agent's promise, kept by the tool it calls once told to go ahead.
+    ("t13", "a-keeper", "Once you confirm, I'll update the roadmap", 13, "group"),
+    ("t14", "a-keeper", "The roadmap now shows the Q4 launch.", 14, "group"),
 ]
+CALLS = {"t14": [{"id": "c-1", "type": "function", "function": {"name": "update_roadmap"}}]}
 
 
 def turn(tenant: str, statement: tuple[str, str, str, int, str]) -> dict[str, Any]:
@@ -65,9 +69,10 @@ def turn(tenant: str, statement: tuple[str, str, str, int, str]) -> dict[str, An
         "messages": [
             {
                 "id": f"m-{eid}",
-                "role": "user",
+                "role": "assistant" if speaker.startswith("a-") else "user",
                 "sender_id": speaker,
                 "content": text,
+                **({"tool_calls": CALLS[eid]} if eid in CALLS else {}),
                 "created_at": f"2026-11-26T10:{minute:02d}:00Z",
             }
         ],
@@ -107,6 +112,7 @@ def test_canonical_outcome(canonical: tuple[set[Any], set[Any], set[Any]]) -> No
         ("send the Q3 forecast", "closed"),
         ("book the hotel", "cancelled"),
         ("send the deck", "open"),
+        ("update the roadmap", "closed"),
     }
 
 

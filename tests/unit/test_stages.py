@@ -95,6 +95,48 @@ def test_filter_keeps_meaning_and_says_why_it_dropped_the_rest() -> None:
     assert (blank.role, blank.sender_id) == ("human", "u-devon")
 
 
+def test_calls_go_with_the_callers_next_words() -> None:
+    book = [{"id": "c-2", "type": "function", "function": {"name": "book", "arguments": "{}"}}]
+    turn = event(
+        [
+            msg("m-1", "a-travel", "Let me look.", "ai", tool_calls=CALL),
+            msg("m-2", "a-travel", None, "ai", tool_calls=book),
+            msg("m-3", "a-travel", "{}", "tool", tool_call_id="c-2"),
+            msg("m-4", "u-devon", "Great, thanks!"),
+            msg("m-5", "a-travel", None, "ai", tool_calls=CALL),
+            msg("m-6", "a-travel", "Booked.", "ai"),
+            msg("m-7", "a-travel", None, "ai", tool_calls=book),
+        ]
+    )
+    [resolved_turn] = resolved(turn)
+    calls = {m.id: m.calls for m in resolved_turn.messages}
+    # Its own call; the human's words take none of the agent's; a call with no words after it
+    # in the turn is carried by nothing.
+    assert calls == {"m-1": ["search"], "m-4": [], "m-6": ["book", "search"]}
+    assert [m.acted for m in resolved_turn.messages] == [True, False, False]
+
+
+def test_a_call_whose_result_says_it_failed_did_nothing() -> None:
+    cancel = [{"id": "c-9", "type": "function", "function": {"name": "cancel_booking"}}]
+    turn = event(
+        [
+            msg("m-1", "a-travel", None, "ai", tool_calls=cancel),
+            msg(
+                "m-2",
+                "a-travel",
+                "Error: booking is past its cancel window",
+                "tool",
+                tool_call_id="c-9",
+            ),
+            msg("m-3", "a-travel", None, "ai", tool_calls=CALL),
+            msg("m-4", "a-travel", "{}", "tool", tool_call_id="c-1"),
+            msg("m-5", "a-travel", "I could not cancel it, sorry.", "ai"),
+        ]
+    )
+    [resolved_turn] = resolved(turn)
+    assert [m.calls for m in resolved_turn.messages] == [["search"]]
+
+
 def test_resolve_labels_and_keys() -> None:
     [turn] = resolved(event([msg("m-1", "u-devon", "hi"), msg("m-2", "a-travel", "hello", "ai")]))
     labels = {p.id: p.label for p in turn.participants}

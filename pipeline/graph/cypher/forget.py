@@ -163,10 +163,18 @@ WITH DISTINCT c LIMIT $batch
 RETURN collect(c.key) AS keys
 """
 
+# Closures by the participant or said to them.
 CLOSURES_OF: Final = f"""
-MATCH (k:{CLOSURE})
-WHERE k.agent_key IN $agents AND k.owed_by_key = $key
-WITH k LIMIT $batch
+CALL () {{
+  MATCH (k:{CLOSURE})
+  WHERE k.agent_key IN $agents AND k.owed_by_key = $key
+  RETURN k
+  UNION
+  MATCH (k:{CLOSURE})
+  WHERE k.agent_key IN $agents AND k.owed_to_key = $key
+  RETURN k
+}}
+WITH DISTINCT k LIMIT $batch
 RETURN collect(k.key) AS keys
 """
 

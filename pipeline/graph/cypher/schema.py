@@ -42,6 +42,11 @@ INDEXES: Final = (
     f"FOR (n:{CLOSURE}) ON (n.agent_key, n.owed_by_key, n.closed_at)",
     f"CREATE INDEX commitment_agent_owed_by_time IF NOT EXISTS "
     f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key, n.opened_at)",
+    # What a closure may close: the pair's promises in its channel, or to the one it is said to.
+    f"CREATE INDEX commitment_agent_owed_by_channel_time IF NOT EXISTS "
+    f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key, n.channel_key, n.opened_at)",
+    f"CREATE INDEX commitment_agent_owed_by_to_time IF NOT EXISTS "
+    f"FOR (n:{COMMITMENT}) ON (n.agent_key, n.owed_by_key, n.owed_to_key, n.opened_at)",
     # Neighbouring messages of a recalled one: a channel's episodes in time order.
     f"CREATE INDEX episode_channel_time IF NOT EXISTS "
     f"FOR (n:{EPISODE}) ON (n.channel_key, n.created_at)",

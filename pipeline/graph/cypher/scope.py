@@ -10,8 +10,10 @@ from typing import Final
 from pipeline.graph.model import (
     AGENT,
     CHANNEL,
+    CLOSURE,
     COMMITMENT,
     EPISODE,
+    EVIDENCE,
     FACT,
     IN,
     MEMBER_OF,
@@ -74,6 +76,20 @@ CALL (e) {{
   SET e.channel_key = channel_key
 }} IN TRANSACTIONS OF 5000 ROWS
 """
+
+# Commitments and closures written before they carried their channel take their evidence's:
+# closures close only within it (RESOLVE_CLOSURES). After BACKFILL_CHANNEL_KEYS.
+BACKFILL_OBLIGATION_CHANNELS: Final = tuple(
+    f"""
+MATCH (n:{label}) WHERE n.channel_key IS NULL
+CALL (n) {{
+  MATCH (n)-[:{EVIDENCE}]->(e:{EPISODE})
+  WITH n, min(e.channel_key) AS channel_key
+  SET n.channel_key = channel_key
+}} IN TRANSACTIONS OF 5000 ROWS
+"""
+    for label in (COMMITMENT, CLOSURE)
+)
 
 # A channel written before members were recorded gets, as its members, whoever spoke there and the
 # agents that remember it (older versions kept no record of silent listeners).

@@ -290,8 +290,9 @@ MATCH (a:{AGENT_NODE} {{key: row.props.agent_key}})
 MATCH (e:{EPISODE} {{key: row.evidence_key}})
 MATCH (by:{PARTICIPANT} {{key: row.props.owed_by_key}})
 MERGE (c:{COMMITMENT} {{key: row.key}})
-ON CREATE SET c += row.props, c.status = 'open', c.embed_pending = true, c._fresh = true
-ON MATCH SET c.tenant = row.props.tenant
+ON CREATE SET c += row.props, c.channel_key = e.channel_key, c.status = 'open',
+              c.embed_pending = true, c._fresh = true
+ON MATCH SET c.tenant = row.props.tenant, c.channel_key = coalesce(c.channel_key, e.channel_key)
 WITH a, e, by, c, row, c._fresh IS NOT NULL AS fresh
 {_subject("p", "ch", "row.props.owed_to_key")}
 WITH a, e, by, c, fresh, [x IN [p, ch] WHERE x IS NOT NULL] AS owed
@@ -315,7 +316,8 @@ MERGE_CLOSURES: Final = f"""
 UNWIND $rows AS row
 MATCH (e:{EPISODE} {{key: row.props.evidence_key}})
 MERGE (k:{CLOSURE} {{key: row.key}})
-ON CREATE SET k += row.props, k._fresh = true
+ON CREATE SET k += row.props, k.channel_key = e.channel_key, k._fresh = true
+ON MATCH SET k.channel_key = coalesce(k.channel_key, e.channel_key)
 WITH e, k, k._fresh IS NOT NULL AS fresh
 FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END |
   CREATE (k)-[:{EVIDENCE}]->(e)
@@ -333,8 +335,20 @@ def _overlaps(k: str, c: str) -> str:
     )
 
 
+def _acted(k: str, c: str) -> str:
+    """Closure k, a tool call's act, names commitment c: one of k's word stems begins a word of
+    c."""
+    return f"any(w IN split({k}.value, ' ') WHERE (' ' + toLower({c}.value)) CONTAINS (' ' + w))"
+
+
 # A closure closes the speaker's most recent commitment opened before it whose wording overlaps
-# (or simply the most recent one, for a bare "done"); the latest such closure sets the status.
+# (or simply the most recent one, for a bare "done") among those promised in its channel or to
+# the one it is said to (Devon's DM closes what was promised to Devon in the team channel; an
+# agent serving many customers closes one customer's promise in that customer's conversation
+# only); the latest such closure sets the status. A tool call's act (`by_call`) closes every
+# promise of its channel that names the act: an agent that asked "shall I cancel it?" three
+# times has cancelled once. Each search is an index seek on the pair and the channel, or the
+# pair and the one owed.
 # Only closures from `since` on (the earliest commitment or closure the batch adds to the pair)
 # can change their pick, so only they are resolved again: a commitment opened at t can take
 # over closures made after t, and a new closure picks among every stored commitment. Whatever
@@ -345,21 +359,36 @@ UNWIND $pairs AS p
 MATCH (k:{CLOSURE} {{agent_key: p.agent_key, owed_by_key: p.owed_by_key}})
 WHERE k.closed_at >= p.since
 OPTIONAL CALL (k) {{
-  MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key}})
-  WHERE c.opened_at <= k.closed_at AND {_overlaps("k", "c")}
+  CALL (k) {{
+    MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
+                          channel_key: k.channel_key}})
+    WHERE NOT coalesce(k.by_call, false) AND c.opened_at <= k.closed_at
+      AND {_overlaps("k", "c")}
+    RETURN c ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
+    UNION
+    MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
+                          owed_to_key: k.owed_to_key}})
+    WHERE NOT coalesce(k.by_call, false) AND c.opened_at <= k.closed_at
+      AND {_overlaps("k", "c")}
+    RETURN c ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
+  }}
   RETURN c AS target ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
+  UNION
+  MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
+                        channel_key: k.channel_key}})
+  WHERE k.by_call AND c.opened_at <= k.closed_at AND {_acted("k", "c")}
+  RETURN c AS target
 }}
+WITH k, collect(target) AS targets
 OPTIONAL MATCH (prev:{COMMITMENT})-[old:{CLOSED_BY}]->(k)
-WITH k, target, collect(prev) AS prevs, collect(old) AS olds
+WITH k, targets, collect(prev) AS prevs, collect(old) AS olds
 FOREACH (i IN range(0, size(olds) - 1) |
-  FOREACH (_ IN CASE WHEN prevs[i] = target THEN [] ELSE [1] END | DELETE olds[i])
+  FOREACH (_ IN CASE WHEN prevs[i] IN targets THEN [] ELSE [1] END | DELETE olds[i])
 )
-FOREACH (_ IN CASE WHEN target IS NULL THEN [] ELSE [1] END |
-  MERGE (target)-[:{CLOSED_BY}]->(k)
-)
-WITH target, prevs
-UNWIND [target] + prevs AS touched
-WITH DISTINCT touched WHERE touched IS NOT NULL
+FOREACH (t IN targets | MERGE (t)-[:{CLOSED_BY}]->(k))
+WITH targets, prevs
+UNWIND targets + prevs AS touched
+WITH DISTINCT touched
 RETURN touched.key AS key
 """
 
