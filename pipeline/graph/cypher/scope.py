@@ -67,27 +67,27 @@ SET_SCOPE: Final = {
     for label in _NEEDS_SCOPE
 }
 
-# From the episode's IN edge; in batches, so a large graph is not one huge transaction.
-BACKFILL_CHANNEL_KEYS: Final = f"""
-MATCH (e:{EPISODE}) WHERE e.channel_key IS NULL
-CALL (e) {{
-  MATCH (e)-[:{IN}]->(c:{CHANNEL})
-  WITH e, min(c.key) AS channel_key
-  SET e.channel_key = channel_key
+
+def _channel_from(label: str, path: str, source: str) -> str:
+    """Set `channel_key` where a node of `label` lacks it, from what `path` leads to; in
+    batches, so a large graph is not one huge transaction."""
+    return f"""
+MATCH (n:{label}) WHERE n.channel_key IS NULL
+CALL (n) {{
+  MATCH (n){path}
+  WITH n, min({source}) AS channel_key
+  SET n.channel_key = channel_key
 }} IN TRANSACTIONS OF 5000 ROWS
 """
+
+
+# An episode's channel, from its IN edge.
+BACKFILL_CHANNEL_KEYS: Final = _channel_from(EPISODE, f"-[:{IN}]->(c:{CHANNEL})", "c.key")
 
 # Commitments and closures written before they carried their channel take their evidence's:
 # closures close only within it (RESOLVE_CLOSURES). After BACKFILL_CHANNEL_KEYS.
 BACKFILL_OBLIGATION_CHANNELS: Final = tuple(
-    f"""
-MATCH (n:{label}) WHERE n.channel_key IS NULL
-CALL (n) {{
-  MATCH (n)-[:{EVIDENCE}]->(e:{EPISODE})
-  WITH n, min(e.channel_key) AS channel_key
-  SET n.channel_key = channel_key
-}} IN TRANSACTIONS OF 5000 ROWS
-"""
+    _channel_from(label, f"-[:{EVIDENCE}]->(e:{EPISODE})", "e.channel_key")
     for label in (COMMITMENT, CLOSURE)
 )
 
