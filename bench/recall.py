@@ -39,7 +39,7 @@ holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
 [--one-channel] [--held] [--json [PATH]] [--sets friends,paraphrases,customer,customer-b,
-customer-c,customer-d,customer-e,customer-f,customer-tau,long]`
+customer-c,customer-d,customer-e,customer-f,customer-g,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -69,12 +69,15 @@ from bench.recallsets import (
     CUSTOMER_E_TENANT,
     CUSTOMER_F_AGENT_SPEAKERS,
     CUSTOMER_F_TENANT,
+    CUSTOMER_G_AGENT_SPEAKERS,
+    CUSTOMER_G_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
     CUSTOMER_MEMORY_C,
     CUSTOMER_MEMORY_D,
     CUSTOMER_MEMORY_E,
     CUSTOMER_MEMORY_F,
+    CUSTOMER_MEMORY_G,
     CUSTOMER_TENANT,
     SETS,
     SPLITS,
@@ -539,6 +542,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "customer memory F (blind, held out)",
             CUSTOMER_F_TENANT,
             CUSTOMER_F_AGENT_SPEAKERS,
+        ),
+        "customer-g": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_G,
+            "customer memory G (blind, design)",
+            CUSTOMER_G_TENANT,
+            CUSTOMER_G_AGENT_SPEAKERS,
         ),
         "customer-tau": lambda: tau_corpus(root),
         "long": lambda: long_corpus(args.split),

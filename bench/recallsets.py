@@ -49,6 +49,10 @@ CUSTOMER_MEMORY_E = Path(__file__).resolve().parent / "data" / "customer_memory_
 # the conversation's own words ("seat preference"), short phrases or questions. Held out, run
 # only to report.
 CUSTOMER_MEMORY_F = Path(__file__).resolve().parent / "data" / "customer_memory_f.jsonl"
+# A seventh (2026-12-07), written blind in the third and fourth sets' style (same-type
+# distractors, late corrections, choices among offers) as a design set: its misses may be read
+# while designing ranking rules, so its figures are in-sample.
+CUSTOMER_MEMORY_G = Path(__file__).resolve().parent / "data" / "customer_memory_g.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
@@ -57,6 +61,7 @@ CUSTOMER_C_TENANT = "bench-customer-c"
 CUSTOMER_D_TENANT = "bench-customer-d"
 CUSTOMER_E_TENANT = "bench-customer-e"
 CUSTOMER_F_TENANT = "bench-customer-f"
+CUSTOMER_G_TENANT = "bench-customer-g"
 CUSTOMER_TAU_TENANT = "bench-customer-tau"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
@@ -108,6 +113,26 @@ CUSTOMER_F_AGENT_SPEAKERS = frozenset(
         "Ticket Assistant", "Travel Agent", "Vet Assistant", "Water Support Bot",
     }
 )  # fmt: skip
+# The seventh set's agents: every case's own.
+CUSTOMER_G_AGENT_SPEAKERS = frozenset(
+    {
+        "Aeroboreal Baggage Assistant", "Ardent Claims Bot", "Basketful Assistant",
+        "Brightwave Mobile Assistant", "Carry & Co Removals Bot", "Clearwater Energy Assistant",
+        "Cloudnest Billing Assistant", "Corvane IT Service Desk", "Crestline Bank Assistant",
+        "DriveAway Rentals Assistant", "Eastvale Council Assistant", "FibreNet Assistant",
+        "FixRight Appliance Assistant", "FreshCart Assistant", "Gatehouse Tickets Assistant",
+        "GovServices Passport Helper", "Harbour View Hotel Concierge", "Harbourline Claims Bot",
+        "Helix IT Helpdesk Bot", "Hillside Surgery Assistant", "Lakeshore Lodge Reservations",
+        "Lumen Bank Assistant", "Meadowbank Primary Office Assistant", "Meridian Air Assistant",
+        "Northfield Council Parking Assistant", "Northgate Bank Assistant",
+        "Oakridge Home Delivery Bot", "Pawsome Vets Reception Bot",
+        "PulseFit Membership Assistant", "QuickFix Repairs Assistant", "Riverside Clinic Desk",
+        "Riverside College Admissions Assistant", "SkyLark Airways Assistant",
+        "Smile Studio Dental Desk", "SwiftMove Booking Bot", "Tallyboard Billing Assistant",
+        "TicketHaven Support Bot", "Tidewell Water Assistant", "Voyager Cover Claims Bot",
+        "Willow Vets Assistant",
+    }
+)  # fmt: skip
 SPLITS = ("dev", "test", "all")
 SETS = (
     "friends",
@@ -118,6 +143,7 @@ SETS = (
     "customer-d",
     "customer-e",
     "customer-f",
+    "customer-g",
     "customer-tau",
     "long",
 )
