@@ -23,8 +23,18 @@ REVISING: Final = re.compile(
     r"\binstead\b|\brather than\b|\bnot that one\b|\bscratch that\b|\bon second thoughts?\b"
     r"|\bchanged? (?:my|our) minds?\b|\bchange of plans?\b|\bno longer\b"
     r"|\bthat(?:'s| is| was) (?:my|our|the) old\b|\b(?:my|our|the) new one\b"
-    r"|\bcorrection\b|\bi meant\b",
-    re.IGNORECASE,
+    r"|\bcorrection\b|\bi meant\b"
+    # A value said to have been changed, or to hold from now on: "Updated. You'll now return the
+    # car to Glasgow Central", "your freeze now runs to 31 July", "completion has slipped, it'll
+    # be Monday 1 July now", "your Monday appointment has been cancelled and you're booked in
+    # for Friday".
+    r"|\b(?:updated|changed|moved|switched|rescheduled|amended|rebooked|re-booked|postponed"
+    r"|slipped|pushed back|brought forward)\b"
+    r"|(?:\b(?:will|is|are|has|have)|'ll|'s|'re|'ve)\s+now\b"
+    r"|\bnow\s+(?:runs?|reads?|shows?|starts?|ends?|falls?|lands?|leaves?|departs?|arrives?"
+    r"|returns?|goes|comes|be|booked|set|scheduled|due)\b"
+    r"|\bnow\s*[.!]?\s*$|\bcancell?ed and\b",
+    re.IGNORECASE | re.MULTILINE,
 )
 # Words one of REVISING's forms holds: a plain substring test rules out most messages for a
 # fraction of the pattern's cost.
@@ -41,6 +51,19 @@ _REVISING_WORDS: Final = (
     "new one",
     "correction",
     "meant",
+    "updated",
+    "changed",
+    "moved",
+    "switched",
+    "rescheduled",
+    "amended",
+    "booked",
+    "postponed",
+    "slipped",
+    "pushed back",
+    "brought forward",
+    "now",
+    "led and",
 )
 # A question about what was said first, not about what holds now.
 ASKING_EARLIER: Final = re.compile(

@@ -116,6 +116,11 @@ def test_scored_for_a_question_the_revision_leads_unless_a_reason_is_asked() -> 
         "Use the new one ending 3056.",
         "Correction: it's 14:30.",
         "Sorry, I meant Thursday.",
+        "Updated. You'll now return the car to Glasgow Central.",
+        "Your freeze now runs from 1 May to 31 July.",
+        "Completion has slipped. It'll be Monday 1 July now",
+        "Your Monday slot has been cancelled and you're booked in for Friday.",
+        "We've rescheduled the visit to the 9th.",
     ],
 )
 def test_every_form_of_revising_wording_is_found(text: str) -> None:
@@ -123,7 +128,16 @@ def test_every_form_of_revising_wording_is_found(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["Hold the room, please.", "Remind me on Friday.", "A new booking for two.", ""]
+    "text",
+    [
+        "Hold the room, please.",
+        "Remind me on Friday.",
+        "A new booking for two.",
+        "",
+        "Now, which day suits you?",
+        "Can you do it now?",
+        "I'm known as Sam.",
+    ],
 )
 def test_words_that_only_contain_a_revising_word_are_not_revisions(text: str) -> None:
     assert not revises(text)
