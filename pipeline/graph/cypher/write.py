@@ -359,27 +359,20 @@ UNWIND $pairs AS p
 MATCH (k:{CLOSURE} {{agent_key: p.agent_key, owed_by_key: p.owed_by_key}})
 WHERE k.closed_at >= p.since
 OPTIONAL CALL (k) {{
-  CALL (k) {{
-    MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
-                          channel_key: k.channel_key}})
-    WHERE NOT coalesce(k.by_call, false) AND c.opened_at <= k.closed_at
-      AND {_overlaps("k", "c")}
-    RETURN c ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
-    UNION
-    MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
-                          owed_to_key: k.owed_to_key}})
-    WHERE NOT coalesce(k.by_call, false) AND c.opened_at <= k.closed_at
-      AND {_overlaps("k", "c")}
-    RETURN c ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
-  }}
-  RETURN c AS target ORDER BY c.opened_at DESC, c.key DESC LIMIT 1
-  UNION
   MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
                         channel_key: k.channel_key}})
-  WHERE k.by_call AND c.opened_at <= k.closed_at AND {_acted("k", "c")}
-  RETURN c AS target
+  WHERE c.opened_at <= k.closed_at
+    AND CASE WHEN k.by_call THEN {_acted("k", "c")} ELSE {_overlaps("k", "c")} END
+  RETURN c
+  UNION
+  MATCH (c:{COMMITMENT} {{agent_key: k.agent_key, owed_by_key: k.owed_by_key,
+                        owed_to_key: k.owed_to_key}})
+  WHERE c.opened_at <= k.closed_at AND {_overlaps("k", "c")}
+  RETURN c
 }}
-WITH k, collect(target) AS targets
+WITH k, c ORDER BY c.opened_at DESC, c.key DESC
+WITH k, collect(c) AS found
+WITH k, CASE WHEN k.by_call THEN found ELSE found[0..1] END AS targets
 OPTIONAL MATCH (prev:{COMMITMENT})-[old:{CLOSED_BY}]->(k)
 WITH k, targets, collect(prev) AS prevs, collect(old) AS olds
 FOREACH (i IN range(0, size(olds) - 1) |
