@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         init_schema(graph)
         started = time.perf_counter()
-        # One chat's turns in order, as a platform emits them; the writer takes any order.
+        # Every chat in one batch: closures are resolved the same whatever the arrival order.
         write_sync_jobs(graph, jobs, memory)
         took = time.perf_counter() - started
         commitments = agent_commitments(graph, TENANT, str(AGENT["id"]))

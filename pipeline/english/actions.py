@@ -68,6 +68,9 @@ def failed_result(content: str) -> bool:
     found") kept no promise, whatever the agent says after it."""
     if _FAILED_TEXT.match(content):
         return True
+    # Only an object can say so; a long list of search results is not parsed for nothing.
+    if not content.lstrip().startswith("{"):
+        return False
     try:
         result: Any = json.loads(content)
     except ValueError:
