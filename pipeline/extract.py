@@ -16,7 +16,7 @@ from pipeline.english.due import due_in_window, resolve_due
 from pipeline.english.patterns import Candidate
 from pipeline.english.rules import candidates
 from pipeline.english.topics import topic_of
-from schemas.memory import MemoryItem, MemoryKind, Source
+from schemas.memory import PAYS_WITH, MemoryItem, MemoryKind, Source
 from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
 
 BASE_CONFIDENCE = {
@@ -139,7 +139,8 @@ def _item(
         predicate=c.predicate,
         value=c.value,
         text=_text(c, turn, subject, owed_to, due),
-        topic=topic_of(f"{c.predicate} {c.value}"),
+        # A way to pay is one slot per channel, whatever it names ("Visa" reads as travel).
+        topic=None if c.predicate == PAYS_WITH else topic_of(f"{c.predicate} {c.value}"),
         negated=c.negated,
         hedged=c.hedged,
         owed_to=owed_to,
@@ -211,7 +212,8 @@ def _text(
     hedge = " (hedged)" if c.hedged else ""
     if isinstance(subject, str):
         where = turn.channel.title or turn.channel.id
-        return f"Agreed in {where}: {c.value or '(previous proposal)'}{hedge}"
+        what = " to pay with" if c.predicate == PAYS_WITH else ""
+        return f"Agreed in {where}{what}: {c.value or '(previous proposal)'}{hedge}"
     who = subject.label
     if c.kind == "commitment":
         to = f" to {owed_to.label}" if owed_to else ""

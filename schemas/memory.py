@@ -17,6 +17,9 @@ Source = Literal["self_stated", "peer_stated", "verified"]
 # The predicate of a closure read from a tool call rather than from words: its value is the
 # stems of the act (pipeline/english/actions.py), and it closes only promises of its channel.
 CALLED: Final = "called"
+# The predicate of an agreement on how to pay ("I'll use the Visa ending in 6437"): one slot per
+# channel, so a later choice of payment replaces an earlier one and no other agreement.
+PAYS_WITH: Final = "pays_with"
 
 MEMORY_KINDS: tuple[MemoryKind, ...] = (
     "preference",

@@ -524,6 +524,26 @@ STATE_WORDS = re.compile(
 )
 
 # --- agreements, commitments, closures -----------------------------------------------------
+# A way to pay chosen there and then ("I'll use the Visa ending in 6437 for the remaining
+# amount", "I'll cover any remaining amount with my 7447 card"): a choice the conversation
+# settles, not work the speaker owes. Only with a word that names a means of payment: "I'll use
+# the staging cluster for the load test" is a plan.
+_PAYMENT = (
+    r"(?:card|visa|mastercard|amex|american express|debit|credit|certificate|voucher"
+    r"|gift ?cards?|paypal|apple pay|google pay|points|miles|cash|payment method"
+    r"|form of payment|account ending)"
+)
+_PAY_VERB = (
+    r"(?:use|pay (?:with|using|by|via)|pay for (?:it|this|that|the \w+) (?:with|using|by)"
+    r"|put (?:it|this|that|the \w+) on|cover (?:[\w$,.]+ ){0,4}?with)"
+)
+PAID_WITH = _p(
+    r"\b(?:i'll|i will|i'd like to|i would like to|i want to"
+    r"|we'll|we will|let's|please)\s+(?:just |also |then )?"
+    rf"{_PAY_VERB}\s+(?P<v>(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?"
+    rf"\b{_PAYMENT}\b{_VALUE_CHAR}*?)" + _STOP,
+    needs=("use", "pay", "put ", "cover"),
+)
 # "net-45 it is", "Tuesday it is": a choice named in a few words. What comes before "it is" in
 # "I don't know what it is", "as it is" or "yes it is" is a clause, not a choice (rules.py
 # keeps a value of at most CHOICE_WORDS_AT_MOST words without a CLAUSE_WORD).
@@ -563,6 +583,7 @@ AGREE = [
         needs=("go with", "stick with"),
     ),
     CHOSEN_IT_IS,
+    PAID_WITH,
 ]
 CHOICE_WORDS_AT_MOST = 4
 # A choice that only points back at a list said before ("the first option", "Option 2") names
@@ -594,7 +615,9 @@ COMMIT = _p(
 NOT_COMMIT = _p(
     r"^(?:be(?! (?:in touch|there|back|sending|sharing))|need|have(?! (?:it|that|them|the)\b)"
     r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
-    r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
+    r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never|hold off)\b"
+    # A way to pay chosen (PAID_WITH), not a promise.
+    rf"|^{_PAY_VERB}\s+(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?\b{_PAYMENT}\b"
 )
 # Where a report of something done may start: the sentence's start, or after a comma or "and"
 # when "I've" says it ("we're going with Bella Napoli, I've booked a table"), not inside a
@@ -775,6 +798,11 @@ OTHER_VERB: dict[str, tuple[MemoryKind, str, bool]] = {
     "located": ("fact", "lives_in", False),
     "work": ("fact", "works_at", False),
 }
+# A look-up is done when it is promised; a date after it is the date of what is looked up ("I'll
+# search for flights on May 24"), not a deadline. Said with "by" ("by Friday") or alone ("look
+# into it tomorrow"), it says when.
+LOOKUP_VERB = _p(r"^(?:search|look|find|check(?! in\b)|retrieve|fetch|query)\w*\b")
+DATE_OF_THING = _p(r"^\s*(?:on|for)\b")
 DUE = _p(
     r"\s*\b(?:by|before|until|on|due|no later than|for)?\s*(?P<d>end of (?:the )?(?:day|week|month)"
     r"|eod|eow|cob|tomorrow(?: morning| afternoon| evening| night)?|tonight|today|later today"

@@ -22,6 +22,7 @@ from pipeline.english.patterns import (
     CLAUSE_WORD,
     CLOSE,
     COMMIT,
+    DATE_OF_THING,
     DEAL,
     DONE_SAID_OF,
     DUE,
@@ -31,6 +32,7 @@ from pipeline.english.patterns import (
     HEDGE,
     KIN_NAMED,
     KNOWN_ATTRS,
+    LOOKUP_VERB,
     MY_X,
     NAME_PATTERNS,
     NEED,
@@ -39,6 +41,7 @@ from pipeline.english.patterns import (
     NOT_NAMES,
     OTHER,
     OTHER_VERB,
+    PAID_WITH,
     POINTED_CHOICE,
     PREF,
     PRONOUN,
@@ -52,6 +55,7 @@ from pipeline.english.patterns import (
     I,
     V,
 )
+from schemas.memory import PAYS_WITH
 
 # Most preference and fact patterns open with "I" or "we" as a word ("I'd prefer", "we use"): a
 # sentence with neither, most of a conversation, skips them after this one search.
@@ -280,7 +284,8 @@ def _sentence(s: str, first_person: bool | None = None) -> list[Candidate]:
                 named = APPOSITION.match(s, m.end("v"))
                 value = clean_value(named["v"]) if named else ""
             if value and (pattern is not CHOSEN_IT_IS or _named_choice(value)):
-                out.append(Candidate("agreement", "agreed", value, "channel"))
+                predicate = PAYS_WITH if pattern is PAID_WITH else "agreed"
+                out.append(Candidate("agreement", predicate, value, "channel"))
             break
     for pattern, needs in _CLOSE:
         if (
@@ -308,6 +313,9 @@ def _commitment(s: str) -> Candidate | None:
     if NOT_COMMIT.match(rest):
         return None
     due = DUE.search(rest)
+    if due and LOOKUP_VERB.match(rest) and DATE_OF_THING.match(due.group(0)):
+        # The date names what is looked up: it stays in the promise and ends it.
+        rest, due = rest[: due.end()], None
     due_phrase = due["d"] if due else None
     if due:
         rest = (rest[: due.start()] + " " + rest[due.end() :]).strip()

@@ -11,7 +11,7 @@ from bench.extraction import load_lines, score_lines
 from pipeline.english.due import resolve_due
 from pipeline.extract import RulesExtractor, extract_memories
 from schemas.keys import channel_key, episode_key, participant_key
-from schemas.memory import MemoryItem
+from schemas.memory import PAYS_WITH, MemoryItem
 from schemas.records import AttributedMessage, ChannelRef, ResolvedTurn, Speaker
 
 T0 = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)  # a Thursday
@@ -172,6 +172,28 @@ def test_commitment_owed_to_addressee_with_due_date() -> None:
     assert item.kind == "commitment" and item.value == "send the Q3 forecast"
     assert item.owed_by_key == DEVON.key and item.owed_to_key == SARAH.key
     assert item.due is not None and item.due.date().isoformat() == "2026-11-27"
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "due"),
+    [
+        (
+            "Let me check the available nonstop flights from EWR to LAX on May 21, 2024.",
+            "check the available nonstop flights from EWR to LAX on May 21",
+            None,
+        ),
+        ("I'll search for flights for Friday", "search for flights for Friday", None),
+        ("I'll check the logs by Friday", "check the logs", "2026-11-27"),
+        ("I'll look into it tomorrow", "look into it", "2026-11-27"),
+        ("I'll check in with you on Friday", "check in with you", "2026-11-27"),
+    ],
+)
+def test_a_date_after_a_look_up_names_what_is_looked_up(
+    text: str, value: str, due: str | None
+) -> None:
+    item = only(extract_memories(turn([(DEVON, text)]), TRAVEL))
+    assert item.kind == "commitment" and item.value == value
+    assert (item.due.date().isoformat() if item.due else None) == due
 
 
 def test_commitment_in_group_without_addressee_is_owed_to_the_channel() -> None:
@@ -398,7 +420,43 @@ def test_a_choice_that_points_at_a_list_is_named_by_what_follows_it(
     text: str, value: str | None
 ) -> None:
     found = extract_memories(turn([(SARAH, text)]), TRAVEL)
-    assert [item.value for item in found if item.kind == "agreement"] == ([value] if value else [])
+    chosen = [
+        item.value for item in found if item.kind == "agreement" and item.predicate == "agreed"
+    ]
+    assert chosen == ([value] if value else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("I'll use the Visa ending in 6437 for the remaining amount.", "Visa ending in 6437"),
+        ("I'll cover any remaining amount with my 7447 card.", "my 7447 card"),
+        ("Please use my credit card ending in 7334 to pay for any additional charges.", "7334"),
+        ("Okay, I'll use the certificate for the price difference.", "certificate"),
+    ],
+)
+def test_a_way_to_pay_chosen_is_an_agreement_not_a_promise(text: str, value: str) -> None:
+    found = extract_memories(turn([(SARAH, text)]), TRAVEL)
+    assert [(item.kind, item.predicate) for item in found] == [("agreement", PAYS_WITH)]
+    assert value in found[0].value
+    assert found[0].topic is None
+    assert "to pay with" in found[0].text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I'll use the staging cluster for the load test.", "I'll pay the deposit by the 15th"],
+)
+def test_a_plan_that_names_no_means_of_payment_stays_a_promise(text: str) -> None:
+    found = extract_memories(turn([(SARAH, text)]), TRAVEL)
+    assert [item.kind for item in found] == ["commitment"]
+
+
+def test_holding_off_is_no_promise() -> None:
+    found = extract_memories(
+        turn([(SARAH, "I'll hold off on making any changes for now.")]), TRAVEL
+    )
+    assert [item.kind for item in found if item.kind == "commitment"] == []
 
 
 @pytest.mark.parametrize(
