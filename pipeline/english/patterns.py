@@ -615,7 +615,7 @@ COMMIT = _p(
 NOT_COMMIT = _p(
     r"^(?:be(?! (?:in touch|there|back|sending|sharing))|need|have(?! (?:it|that|them|the)\b)"
     r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
-    r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never|hold off)\b"
+    r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
     # A way to pay chosen (PAID_WITH), not a promise.
     rf"|^{_PAY_VERB}\s+(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?\b{_PAYMENT}\b"
 )
