@@ -282,7 +282,8 @@ class Unit:
     found: bool = True
 
 
-def _best(unit: Unit) -> tuple[float, str]:
+def best_first(unit: Unit) -> tuple[float, str]:
+    """Sort key: the higher score first, ties by key."""
     return (-unit.score, unit.key)
 
 
@@ -297,7 +298,7 @@ def select(units: Iterable[Unit], budget: int) -> list[Unit]:
     chosen: list[Unit] = []
     used: set[str] = set()
     left = budget
-    for unit in sorted(units, key=_best):
+    for unit in sorted(units, key=best_first):
         if left <= 0:
             break
         if unit.score <= 0 and not unit.found:
@@ -309,86 +310,3 @@ def select(units: Iterable[Unit], budget: int) -> list[Unit]:
         used.update(unit.evidence)
         chosen.append(unit)
     return chosen
-
-
-@dataclass(frozen=True)
-class Window:
-    """Chosen messages that follow each other in one channel, in time order; it ranks by its
-    best message (the lead), and `hits` are those a retriever matched."""
-
-    passages: tuple[Passage, ...]
-    hits: frozenset[str]
-    score: float
-    lead: str
-
-    @property
-    def evidence(self) -> tuple[str, ...]:
-        return tuple(p.id for p in self.passages)
-
-    @property
-    def best(self) -> Passage:
-        return next(p for p in self.passages if p.key == self.lead)
-
-    @property
-    def text(self) -> str:
-        if len(self.passages) == 1:
-            return self.passages[0].text
-        return "\n".join(p.line for p in self.passages)
-
-
-def split_run(run: Sequence[Unit], cap: int) -> list[Sequence[Unit]]:
-    """Consecutive messages (in time order) as pieces of at most `cap`: first the `cap` around
-    the best message that score most together (the earliest such), then what lies either side,
-    alike."""
-    if len(run) <= cap:
-        return [run] if run else []
-    lead = run.index(min(run, key=_best))
-    starts = range(max(0, lead - cap + 1), min(lead, len(run) - cap) + 1)
-    low = max(starts, key=lambda s: (sum(u.score for u in run[s : s + cap]), -s))
-    high = low + cap - 1
-    return [
-        *split_run(run[:low], cap),
-        run[low : high + 1],
-        *split_run(run[high + 1 :], cap),
-    ]
-
-
-def group(
-    chosen: Sequence[Unit], stretches: Iterable[Sequence[str]], hits: Iterable[str]
-) -> list[Unit | Window]:
-    """Chosen units, best first, with chosen messages that are consecutive in a stretch merged
-    into windows of at most MAX_WINDOW (each placed where its best message was)."""
-    matched = set(hits)
-    picked = {u.key: u for u in chosen if u.message is not None}
-    window_of: dict[str, Window] = {}
-    for stretch in stretches:
-        current: list[Unit] = []
-        for key in [*stretch, None]:
-            if key is not None and key in picked:
-                current.append(picked[key])
-                continue
-            for piece in split_run(current, MAX_WINDOW):
-                lead = min(piece, key=_best)
-                window = Window(
-                    passages=tuple(u.message for u in piece if u.message is not None),
-                    hits=frozenset(u.key for u in piece if u.key in matched),
-                    score=lead.score,
-                    lead=lead.key,
-                )
-                for unit in piece:
-                    window_of[unit.key] = window
-            current = []
-    shown: list[Unit | Window] = []
-    placed: set[str] = set()
-    for unit in chosen:
-        if unit.message is None:
-            shown.append(unit)
-            continue
-        # A message in no stretch is a window of its own.
-        window = window_of.get(unit.key) or Window(
-            (unit.message,), frozenset({unit.key} & matched), unit.score, unit.key
-        )
-        if window.lead not in placed:
-            placed.add(window.lead)
-            shown.append(window)
-    return shown

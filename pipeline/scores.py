@@ -32,10 +32,12 @@ def score_messages(
     passed: Mapping[str, float],
     radius: int,
     replaced_by: Mapping[str, Sequence[str]],
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Each passage's score for `question`: its `relevance` (a neighbour passing on its
     `passed`) over its stretch of `radius` either side, then the preferences above;
-    `replaced_by` maps a message to the later ones that replaced a fact it backs."""
+    `replaced_by` maps a message to the later ones that replaced a fact it backs. Also returns
+    which later messages replace each message's value as the question reads it (`replaced_by`
+    and the revisions), for the windows that show the old value (rank.follow_revisions)."""
     asked = asked_kinds(question)
     stated = {key: stated_kinds(p.text, asked) for key, p in passages.items()} if asked else {}
     stating = [key for key, kinds in stated.items() if kinds]
@@ -45,7 +47,11 @@ def score_messages(
             scores, {key: coverage(terms, p.text) for key, p in passages.items()}
         )
     scores = prefer_current(scores, replaced_by)
+    later = {key: list(keys) for key, keys in replaced_by.items()}
     if asks_current(question):
         said = [[(key, passages[key].text) for key in stretch] for stretch in stretches]
-        scores = prefer_current(scores, revised_by(said, asked, stated))
-    return scores
+        revisions = revised_by(said, asked, stated)
+        scores = prefer_current(scores, revisions)
+        for key, keys in revisions.items():
+            later.setdefault(key, []).extend(k for k in keys if k not in later[key])
+    return scores, later

@@ -47,9 +47,7 @@ from pipeline.graph.store import GraphStore
 from pipeline.rank import (
     Passage,
     Unit,
-    Window,
     combine,
-    group,
     label_share,
     normalise,
     runs,
@@ -57,6 +55,7 @@ from pipeline.rank import (
     select,
 )
 from pipeline.scores import score_messages
+from pipeline.windows import Window, follow_revisions, group
 from schemas.keys import channel_key, participant_key, scope_token
 from schemas.recall import MAX_LIMIT, Change, RecallItem, RecallKind, RecallQuery
 
@@ -218,7 +217,7 @@ def _answer(
     stretches = runs(
         passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
     )
-    scores = score_messages(
+    scores, later = score_messages(
         query.query or "",
         passages,
         stretches,
@@ -241,7 +240,13 @@ def _answer(
     ]
     chosen = select(units, query.limit)
     matched = [key for key in passages if relevance.get(key, 0.0) > 0.0]
-    return [_finish(shown, rows, changed) for shown in group(chosen, stretches, matched)]
+    shown = follow_revisions(
+        group(chosen, stretches, matched),
+        later,
+        {key: p for key, p in passages.items() if p.id not in excluded},
+        stretches,
+    )
+    return [_finish(item, rows, changed) for item in shown]
 
 
 def _order(p: Passage) -> tuple[str, Any, str]:

@@ -14,10 +14,8 @@ from pipeline.rank import (
     NEIGHBOUR_SHARE,
     Passage,
     Unit,
-    Window,
     combine,
     context_scores,
-    group,
     label_share,
     lead_clear_match,
     normalise,
@@ -25,8 +23,8 @@ from pipeline.rank import (
     prefer_stated,
     runs,
     select,
-    split_run,
 )
+from pipeline.windows import Window, group, split_run
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 

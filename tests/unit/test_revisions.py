@@ -91,7 +91,7 @@ def test_scored_for_a_question_the_revision_leads_unless_a_reason_is_asked() -> 
     relevance = {"m0": 1.0, "m5": 0.2}
 
     def best(question: str) -> str:
-        scores = score_messages(
+        scores, _ = score_messages(
             question, passages, stretch, relevance, passed=relevance, radius=1, replaced_by={}
         )
         return max(scores, key=scores.__getitem__)
