@@ -48,12 +48,12 @@ value is shown first and the old one, marked as replaced, after it. The same rai
 message that says it replaces a value ("... instead") lead the values of its kind before it,
 where no fact was stored (pipeline/english/revisions.py, applied in pipeline/scores.py).
 
-Budget (`select`, `group`): `limit` counts messages, not items. Messages and distilled items
-(facts, commitments, summaries, which cost the evidence they add, at least one) are taken best
-first while they fit; chosen messages that follow each other in their channel are then shown
-together as one window in time order, ranked by its best message, so the budget counts exactly
-what is shown and no message is shown twice. A window holds at most MAX_WINDOW messages: a
-longer run is cut around its best message, so a first item never stands for a whole
+Budget (`select`): `limit` counts messages, not items. Messages and distilled items (facts,
+commitments, summaries, which cost the evidence they add, at least one) are taken best first
+while they fit; chosen messages that follow each other in their channel are then shown together
+as one window in time order, ranked by its best message (pipeline/windows.py), so the budget
+counts exactly what is shown and no message is shown twice. A window holds at most MAX_WINDOW
+messages: a longer run is cut around its best message, so a first item never stands for a whole
 conversation.
 """
 

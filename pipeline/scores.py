@@ -37,7 +37,7 @@ def score_messages(
     `passed`) over its stretch of `radius` either side, then the preferences above;
     `replaced_by` maps a message to the later ones that replaced a fact it backs. Also returns
     which later messages replace each message's value as the question reads it (`replaced_by`
-    and the revisions), for the windows that show the old value (rank.follow_revisions)."""
+    and the revisions), for the windows that show the old value (windows.follow_revisions)."""
     asked = asked_kinds(question)
     stated = {key: stated_kinds(p.text, asked) for key, p in passages.items()} if asked else {}
     stating = [key for key, kinds in stated.items() if kinds]
