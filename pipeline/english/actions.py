@@ -13,12 +13,15 @@ import json
 import re
 from typing import Any, Final
 
+# Verbs of a look-up: its call keeps a promise to look, and a date after one names what is looked
+# up, not a deadline (pipeline/english/patterns.py, LOOKUP_VERB).
+LOOKUP_VERBS: Final = ("search", "look", "find", "check", "retrieve", "fetch", "query")
 # Verbs that name one act: an "update" call carries out a promised change, an upgrade or a
 # modification.
 _SAME_ACT_VERBS: Final = (
     ("update", "change", "modify", "edit", "adjust", "amend", "upgrade", "downgrade"),
     ("cancel", "revoke", "withdraw"),
-    ("search", "look", "find", "check", "retrieve", "fetch", "query"),
+    LOOKUP_VERBS,
     ("send", "email", "mail", "notify"),
     ("calculate", "compute"),
 )

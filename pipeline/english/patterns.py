@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipeline.english.actions import LOOKUP_VERBS
 from pipeline.english.numbers import GROUPING_COMMA
 from schemas.memory import MemoryKind
 
@@ -537,11 +538,12 @@ _PAY_VERB = (
     r"(?:use|pay (?:with|using|by|via)|pay for (?:it|this|that|the \w+) (?:with|using|by)"
     r"|put (?:it|this|that|the \w+) on|cover (?:[\w$,.]+ ){0,4}?with)"
 )
+# What is paid with, up to the word naming it, within one clause.
+_PAY_OBJECT = rf"(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?\b{_PAYMENT}\b"
 PAID_WITH = _p(
     r"\b(?:i'll|i will|i'd like to|i would like to|i want to"
     r"|we'll|we will|let's|please)\s+(?:just |also |then )?"
-    rf"{_PAY_VERB}\s+(?P<v>(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?"
-    rf"\b{_PAYMENT}\b{_VALUE_CHAR}*?)" + _STOP,
+    rf"{_PAY_VERB}\s+(?P<v>{_PAY_OBJECT}{_VALUE_CHAR}*?)" + _STOP,
     needs=("use", "pay", "put ", "cover"),
 )
 # "net-45 it is", "Tuesday it is": a choice named in a few words. What comes before "it is" in
@@ -617,7 +619,7 @@ NOT_COMMIT = _p(
     r"|take (?:that|it|this) as|try\s*$|see\s*$|know|think|say|bet|admit|guess|miss|pass|wait"
     r"|go with|stick with|stick to|just|get right on|die|kill|tell you what|never)\b"
     # A way to pay chosen (PAID_WITH), not a promise.
-    rf"|^{_PAY_VERB}\s+(?:(?!\b(?:but|because|since|if|unless)\b)[^,;!?()])*?\b{_PAYMENT}\b"
+    rf"|^{_PAY_VERB}\s+{_PAY_OBJECT}"
 )
 # Where a report of something done may start: the sentence's start, or after a comma or "and"
 # when "I've" says it ("we're going with Bella Napoli, I've booked a table"), not inside a
@@ -801,7 +803,7 @@ OTHER_VERB: dict[str, tuple[MemoryKind, str, bool]] = {
 # A look-up is done when it is promised; a date after it is the date of what is looked up ("I'll
 # search for flights on May 24"), not a deadline. Said with "by" ("by Friday") or alone ("look
 # into it tomorrow"), it says when.
-LOOKUP_VERB = _p(r"^(?:search|look|find|check(?! in\b)|retrieve|fetch|query)\w*\b")
+LOOKUP_VERB = _p(rf"^(?!check in\b)(?:{'|'.join(LOOKUP_VERBS)})\w*\b")
 DATE_OF_THING = _p(r"^\s*(?:on|for)\b")
 DUE = _p(
     r"\s*\b(?:by|before|until|on|due|no later than|for)?\s*(?P<d>end of (?:the )?(?:day|week|month)"
