@@ -39,7 +39,7 @@ holds every scene either way; the split only chooses which questions are asked.
 
 Run: `.venv/bin/python -m bench.recall [--data DIR] [--split dev|test|all] [--limit-scenes N]
 [--one-channel] [--held] [--json [PATH]] [--sets friends,paraphrases,customer,customer-b,
-customer-c,customer-d,customer-e,customer-f,customer-g,customer-tau,long]`
+customer-c,customer-d,customer-e,customer-f,customer-g,customer-h,customer-tau,long]`
 (`--reference-only`: no Neo4j, the BM25 references alone). Figures: docs/benchmarks.md.
 """
 
@@ -71,6 +71,8 @@ from bench.recallsets import (
     CUSTOMER_F_TENANT,
     CUSTOMER_G_AGENT_SPEAKERS,
     CUSTOMER_G_TENANT,
+    CUSTOMER_H_AGENT_SUFFIX,
+    CUSTOMER_H_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
     CUSTOMER_MEMORY_C,
@@ -78,6 +80,7 @@ from bench.recallsets import (
     CUSTOMER_MEMORY_E,
     CUSTOMER_MEMORY_F,
     CUSTOMER_MEMORY_G,
+    CUSTOMER_MEMORY_H,
     CUSTOMER_TENANT,
     SETS,
     SPLITS,
@@ -87,6 +90,7 @@ from bench.recallsets import (
     friends_corpus,
     long_corpus,
     paraphrase_corpus,
+    speakers_ending,
     sync_jobs,
     tau_corpus,
 )
@@ -548,6 +552,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "customer memory G (blind, design)",
             CUSTOMER_G_TENANT,
             CUSTOMER_G_AGENT_SPEAKERS,
+        ),
+        "customer-h": lambda: paraphrase_corpus(
+            CUSTOMER_MEMORY_H,
+            "customer memory H, a returning customer (blind, held out)",
+            CUSTOMER_H_TENANT,
+            speakers_ending(CUSTOMER_MEMORY_H, CUSTOMER_H_AGENT_SUFFIX),
         ),
         "customer-tau": lambda: tau_corpus(root),
         "long": lambda: long_corpus(args.split),

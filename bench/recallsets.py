@@ -53,6 +53,11 @@ CUSTOMER_MEMORY_F = Path(__file__).resolve().parent / "data" / "customer_memory_
 # distractors, late corrections, choices among offers) as a design set: its misses may be read
 # while designing ranking rules, so its figures are in-sample.
 CUSTOMER_MEMORY_G = Path(__file__).resolve().parent / "data" / "customer_memory_g.jsonl"
+# An eighth (2026-12-07), written blind: a returning customer. Each case's question is the first
+# message the customer sends when they come back days later in the same channel, which needs
+# something said in the earlier conversation: what `build_context` is asked on a platform (the
+# customer's latest message as the query, in their channel). Held out, run only to report.
+CUSTOMER_MEMORY_H = Path(__file__).resolve().parent / "data" / "customer_memory_h.jsonl"
 FRIENDS_TENANT = "bench-friends"
 PARA_TENANT = "bench-para"
 CUSTOMER_TENANT = "bench-customer"
@@ -62,6 +67,7 @@ CUSTOMER_D_TENANT = "bench-customer-d"
 CUSTOMER_E_TENANT = "bench-customer-e"
 CUSTOMER_F_TENANT = "bench-customer-f"
 CUSTOMER_G_TENANT = "bench-customer-g"
+CUSTOMER_H_TENANT = "bench-customer-h"
 CUSTOMER_TAU_TENANT = "bench-customer-tau"
 LONG_TENANT = "bench-long"
 PARA_AGENT = "a-memory"
@@ -133,6 +139,8 @@ CUSTOMER_G_AGENT_SPEAKERS = frozenset(
         "Willow Vets Assistant",
     }
 )  # fmt: skip
+# The eighth set's agents are named by a rule its author was given.
+CUSTOMER_H_AGENT_SUFFIX = " Assistant"
 SPLITS = ("dev", "test", "all")
 SETS = (
     "friends",
@@ -144,6 +152,7 @@ SETS = (
     "customer-e",
     "customer-f",
     "customer-g",
+    "customer-h",
     "customer-tau",
     "long",
 )
@@ -281,6 +290,18 @@ def case_event(
         "participants": list(people.values()),
         "messages": messages,
     }
+
+
+def speakers_ending(path: Path, suffix: str) -> frozenset[str]:
+    """The speakers of a blind set's file whose names end in `suffix` (its agents, for a set
+    whose author named them by that rule)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return frozenset(
+        message["speaker"]
+        for case in lines
+        for message in case.get("messages", ())
+        if message["speaker"].endswith(suffix)
+    )
 
 
 def paraphrase_corpus(

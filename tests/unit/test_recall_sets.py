@@ -21,6 +21,8 @@ from bench.recallsets import (
     CUSTOMER_F_TENANT,
     CUSTOMER_G_AGENT_SPEAKERS,
     CUSTOMER_G_TENANT,
+    CUSTOMER_H_AGENT_SUFFIX,
+    CUSTOMER_H_TENANT,
     CUSTOMER_MEMORY,
     CUSTOMER_MEMORY_B,
     CUSTOMER_MEMORY_C,
@@ -28,12 +30,14 @@ from bench.recallsets import (
     CUSTOMER_MEMORY_E,
     CUSTOMER_MEMORY_F,
     CUSTOMER_MEMORY_G,
+    CUSTOMER_MEMORY_H,
     CUSTOMER_TENANT,
     PARA_AGENT_SPEAKERS,
     PARA_TENANT,
     PARAPHRASES,
     long_corpus,
     paraphrase_corpus,
+    speakers_ending,
     tau_corpus,
 )
 from pipeline.validate import validate_event
@@ -51,6 +55,12 @@ from tests.datasets import TESTS_DATA_DIR
         (CUSTOMER_MEMORY_E, CUSTOMER_E_TENANT, PARA_AGENT_SPEAKERS, 40),
         (CUSTOMER_MEMORY_F, CUSTOMER_F_TENANT, CUSTOMER_F_AGENT_SPEAKERS, 40),
         (CUSTOMER_MEMORY_G, CUSTOMER_G_TENANT, CUSTOMER_G_AGENT_SPEAKERS, 40),
+        (
+            CUSTOMER_MEMORY_H,
+            CUSTOMER_H_TENANT,
+            speakers_ending(CUSTOMER_MEMORY_H, CUSTOMER_H_AGENT_SUFFIX),
+            40,
+        ),
     ],
 )
 def test_a_blind_set_loads_with_its_gold_among_its_messages(
