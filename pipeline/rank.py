@@ -50,7 +50,9 @@ where no fact was stored (pipeline/english/revisions.py, applied in pipeline/sco
 
 Budget (`select`): `limit` counts messages, not items. Messages and distilled items (facts,
 commitments, summaries, which cost the evidence they add, at least one) are taken best first
-while they fit; chosen messages that follow each other in their channel are then shown together
+while they fit, and a message taken one step from another taken message brings the one between
+them (a reply between two lines of a customer who is named); chosen messages that follow each
+other in their channel are then shown together
 as one window in time order, ranked by its best message (pipeline/windows.py), so the budget
 counts exactly what is shown and no message is shown twice. A window holds at most MAX_WINDOW
 messages: a longer run is cut around its best message, so a first item never stands for a whole
@@ -287,26 +289,51 @@ def best_first(unit: Unit) -> tuple[float, str]:
     return (-unit.score, unit.key)
 
 
-def select(units: Iterable[Unit], budget: int) -> list[Unit]:
+def select(
+    units: Iterable[Unit], budget: int, stretches: Iterable[Sequence[str]] = ()
+) -> list[Unit]:
     """The best units whose messages fit in `budget`, best first (ties by key, for stability).
 
     A unit costs its evidence not already counted, at least one message when it rests on none;
     one that does not fit is skipped for smaller ones. A neighbour that scores nothing (past a
     pause from every match) is not taken, however much budget is left; a retriever's own
     weakest candidate may score nothing too (it stands for "not retrieved") and is still taken.
+
+    A message taken one step from another taken message of its stretch (`stretches`) brings
+    the one between them along, right after it, when it fits: two lines of a speaker without
+    the reply between them read as a monologue, and the reply is often what was asked (a
+    question naming a customer matches each of their lines on the name, not the agent's).
     """
+    pool = sorted(units, key=best_first)
+    by_key = {unit.key: unit for unit in pool}
+    place = {key: (n, i) for n, stretch in enumerate(stretches) for i, key in enumerate(stretch)}
+    at = {spot: key for key, spot in place.items()}
     chosen: list[Unit] = []
+    taken: set[str] = set()
     used: set[str] = set()
     left = budget
-    for unit in sorted(units, key=best_first):
-        if left <= 0:
-            break
-        if unit.score <= 0 and not unit.found:
-            continue
+
+    def take(unit: Unit) -> bool:
+        nonlocal left
         cost = len(set(unit.evidence) - used) if unit.evidence else 1
         if cost > left:
-            continue
+            return False
         left -= cost
         used.update(unit.evidence)
         chosen.append(unit)
+        taken.add(unit.key)
+        return True
+
+    for unit in pool:
+        if left <= 0:
+            break
+        if unit.key in taken or (unit.score <= 0 and not unit.found) or not take(unit):
+            continue
+        if unit.key not in place:
+            continue
+        n, i = place[unit.key]
+        for step in (-1, 1):
+            between, beyond = at.get((n, i + step)), at.get((n, i + 2 * step))
+            if between in by_key and between not in taken and beyond in taken:
+                take(by_key[between])
     return chosen

@@ -238,7 +238,7 @@ def _answer(
         for key, score in relevance.items()
         if rows[key][0] != "episode"
     ]
-    chosen = select(units, query.limit)
+    chosen = select(units, query.limit, stretches)
     matched = [key for key in passages if relevance.get(key, 0.0) > 0.0]
     shown = follow_revisions(
         group(chosen, stretches, matched),

@@ -284,3 +284,22 @@ def test_a_replacing_value_is_raised_just_above_the_value_it_replaced() -> None:
     # Already above: unchanged; no replacement among the candidates: nothing moves.
     assert prefer_current(scores, {"k01": ["k07"]}) == scores
     assert prefer_current(scores, {"k01": ["k09"], "k99": ["k05"]}) == scores
+
+
+def test_a_message_between_two_chosen_ones_comes_along() -> None:
+    # A question naming Devon matches each of his lines on the name, and the reply between two
+    # of them less: taking k01 and k03 brings k02, so the three show as one window.
+    stretches = [["k01", "k02", "k03", "k04", "k05", "k06"]]
+    units = [message(1, 1.0), message(2, 0.3), message(3, 0.9), message(5, 0.8), message(6, 0.1)]
+    chosen = select(units, 4, stretches)
+    assert [u.key for u in chosen] == ["k01", "k03", "k02", "k05"]
+    shown = group(chosen, stretches, hits=["k01", "k03", "k05"])
+    assert [s.evidence for s in shown] == [("m1", "m2", "m3"), ("m5",)]
+    # Without the stretches nothing tells that k02 lies between them.
+    assert [u.key for u in select(units, 4)] == ["k01", "k03", "k05", "k02"]
+
+
+def test_a_message_between_comes_along_only_when_it_fits() -> None:
+    stretches = [["k01", "k02", "k03"]]
+    units = [message(1, 1.0), message(2, 0.1), message(3, 0.9)]
+    assert [u.key for u in select(units, 2, stretches)] == ["k01", "k03"]
