@@ -284,6 +284,11 @@ class Unit:
     found: bool = True
 
 
+def places(stretches: Iterable[Sequence[str]]) -> dict[str, tuple[int, int]]:
+    """Each message key's place: (its stretch's index, its index within the stretch)."""
+    return {key: (n, i) for n, stretch in enumerate(stretches) for i, key in enumerate(stretch)}
+
+
 def best_first(unit: Unit) -> tuple[float, str]:
     """Sort key: the higher score first, ties by key."""
     return (-unit.score, unit.key)
@@ -306,7 +311,7 @@ def select(
     """
     pool = sorted(units, key=best_first)
     by_key = {unit.key: unit for unit in pool}
-    place = {key: (n, i) for n, stretch in enumerate(stretches) for i, key in enumerate(stretch)}
+    place = places(stretches)
     at = {spot: key for key, spot in place.items()}
     chosen: list[Unit] = []
     taken: set[str] = set()

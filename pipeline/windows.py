@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from pipeline.rank import MAX_WINDOW, Passage, Unit, best_first
+from pipeline.rank import MAX_WINDOW, Passage, Unit, best_first, places
 
 # Shown in a window's text where messages were left out between two of its messages.
 GAP_MARK: Final = "…"
@@ -127,7 +127,7 @@ def follow_revisions(
     at most MAX_WINDOW messages by giving up those farthest from its lead, never the lead nor
     the replaced one, and marks where messages were left out.
     """
-    place = {key: (n, i) for n, stretch in enumerate(stretches) for i, key in enumerate(stretch)}
+    place = places(stretches)
     out: list[Unit | Window | None] = list(shown)
     extended: set[str] = set()
     for index in range(len(out)):
