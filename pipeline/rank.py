@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -295,15 +295,9 @@ def best_first(unit: Unit) -> tuple[float, str]:
 
 
 def select(
-    units: Iterable[Unit],
-    budget: int,
-    stretches: Iterable[Sequence[str]] = (),
-    *,
-    shown: Collection[str] = (),
+    units: Iterable[Unit], budget: int, stretches: Iterable[Sequence[str]] = ()
 ) -> list[Unit]:
     """The best units whose messages fit in `budget`, best first (ties by key, for stability).
-    `shown`: ids of messages already shown beside them, spent from the budget and free to a
-    unit that rests on them.
 
     A unit costs its evidence not already counted, at least one message when it rests on none;
     one that does not fit is skipped for smaller ones. A neighbour that scores nothing (past a
@@ -321,8 +315,8 @@ def select(
     at = {spot: key for key, spot in place.items()}
     chosen: list[Unit] = []
     taken: set[str] = set()
-    used: set[str] = set(shown)
-    left = budget - len(used)
+    used: set[str] = set()
+    left = budget
 
     def take(unit: Unit) -> bool:
         nonlocal left

@@ -21,7 +21,6 @@ import neo4j
 from pipeline.embedder import Embedder
 from pipeline.english.reference import POINTS_BACK_MATCH
 from pipeline.errors import ConfigurationError
-from pipeline.graph.answer import Scored, score_candidates
 from pipeline.graph.cypher import search as search_cypher
 from pipeline.graph.cypher.search import per_label
 from pipeline.graph.meaning import VECTOR_GROUPS, vector_search
@@ -37,20 +36,28 @@ from pipeline.graph.retrieval import (
     LABELS,
     Ask,
     Rows,
+    asked_line,
     kind_depth,
     oversample,
+    quoted_changes,
     run_combined,
     search_row,
 )
 from pipeline.graph.store import GraphStore
 from pipeline.rank import (
+    Passage,
+    Unit,
     combine,
     label_share,
     normalise,
+    runs,
     segment_prior,
+    select,
 )
+from pipeline.scores import score_messages
+from pipeline.windows import Window, follow_revisions, group
 from schemas.keys import channel_key, participant_key, scope_token
-from schemas.recall import MAX_LIMIT, Change, RecallItem, RecallQuery
+from schemas.recall import MAX_LIMIT, Change, RecallItem, RecallKind, RecallQuery
 
 DM_POLICIES: Final = ("never", "same_people")
 # How far each retriever is trusted, as the weight of its normalised scores; agreeing, they add
@@ -74,13 +81,6 @@ def recall(
 ) -> list[RecallItem]:
     """What the agent remembers that answers `query`, best first, within its budget of messages.
 
-    Asked of the whole memory (no channel), the first item is the best window of the channel
-    the search's first item comes from, found by the same search held to that channel: across
-    the whole memory each retriever reads only its best few dozen candidates, so inside the
-    conversation that matches best some messages go unscored by one of them (the agent's
-    answer, say, while a customer's "Thank you!", nearly all name, is scored by both); held to
-    one channel, every message of it is. The rest of the budget is filled from the
-    whole-memory search, less the messages that window shows.
     Keyword-only when there is no embedder, no vector index yet, or no embeddings in scope;
     the most recent episodes when the query names nothing to look for (no word beyond question
     and stop words).
@@ -105,20 +105,12 @@ def recall(
         )
         dimensions = embedder.dimensions if embedder else None
         ask = Ask(graph, query, params, fetch, online, dimensions)
-        scored = _search(ask, session, lucene, embedder)
-        found = scored.items()
-        if query.channel_id is not None or not found or found[0].kind != "episode":
-            return found
-        # Whole memory: the conversation is found; its best window is chosen held to it.
-        held = query.model_copy(update={"channel_id": found[0].channel_id})
-        ask = Ask(graph, held, _scope_params(held, dm_policy), fetch, online, dimensions)
-        within = _search(ask, session, lucene, embedder).items()
-        if not within or within[0].kind != "episode":
-            return found
-        return [within[0], *scored.items(shown=within[0].evidence)]
+        return _search(ask, session, lucene, embedder)
 
 
-def _search(ask: Ask, session: neo4j.Session, lucene: str, embedder: Embedder | None) -> Scored:
+def _search(
+    ask: Ask, session: neo4j.Session, lucene: str, embedder: Embedder | None
+) -> list[RecallItem]:
     """Both retrievers (the vector one in its own thread), fused, then the hits' neighbours."""
     graph, query, params, fetch = ask.graph, ask.query, ask.params, ask.fetch
     by_meaning = embedder is not None and _can_embed(query, ask.online)
@@ -166,7 +158,7 @@ def _search(ask: Ask, session: neo4j.Session, lucene: str, embedder: Embedder | 
         session, hits, params, query.neighbours, owed=_owed(query, relevance, rows), rows=rows
     )
     passed = {k: max(0.0, v - labelled.get(k, 0.0)) for k, v in relevance.items()}
-    return score_candidates(
+    return _answer(
         query,
         relevance,
         rows,
@@ -195,6 +187,70 @@ def _hits(query: RecallQuery, relevance: dict[str, float], rows: Rows) -> list[s
         hits.append(key)
         shown += rows[key][1]["id"] not in excluded
     return hits
+
+
+def _answer(
+    query: RecallQuery,
+    relevance: dict[str, float],
+    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
+    hits: Sequence[str],
+    around: list[dict[str, Any]],
+    *,
+    passed: dict[str, float],
+    changed: dict[str, list[Change]],
+    replaced_by: dict[str, list[str]],
+    replacing: Sequence[dict[str, Any]],
+) -> list[RecallItem]:
+    """Score the hits, their neighbours and the messages of `replacing` (fetched for the values
+    they replaced) for the question (pipeline/scores.py), fill the budget, and show the chosen
+    ones as windows."""
+    passages = {key: _passage(rows[key][1]) for key in hits}
+    sequences: dict[str, list[Passage]] = {key: [passages[key]] for key in hits}
+    for row in around:
+        passages.setdefault(row["key"], _passage(row))
+        rows.setdefault(row["key"], ("episode", row))
+        sequences[row["hit_key"]].append(passages[row["key"]])
+    for row in replacing:
+        passages.setdefault(row["key"], _passage(row))
+        rows.setdefault(row["key"], ("episode", row))
+        sequences.setdefault(row["key"], [passages[row["key"]]])
+    stretches = runs(
+        passages, ([p.key for p in sorted(seq, key=_order)] for seq in sequences.values())
+    )
+    scores, later = score_messages(
+        query.query or "",
+        passages,
+        stretches,
+        relevance,
+        passed=passed,
+        radius=query.neighbours,
+        replaced_by=replaced_by,
+    )
+    excluded = set(query.exclude_ids)
+    units = [
+        Unit(key, scores[key], (p.id,), message=p, found=key in relevance)
+        for key, p in passages.items()
+        if p.id not in excluded
+    ]
+    units += [
+        # A summary row has no evidence column (it rests on no single message).
+        Unit(key, score, tuple(rows[key][1].get("evidence") or ()))
+        for key, score in relevance.items()
+        if rows[key][0] != "episode"
+    ]
+    chosen = select(units, query.limit, stretches)
+    matched = [key for key in passages if relevance.get(key, 0.0) > 0.0]
+    shown = follow_revisions(
+        group(chosen, stretches, matched),
+        later,
+        {key: p for key, p in passages.items() if p.id not in excluded},
+        stretches,
+    )
+    return [_finish(item, rows, changed) for item in shown]
+
+
+def _order(p: Passage) -> tuple[str, Any, str]:
+    return p.order
 
 
 def _keyword_search(
@@ -359,6 +415,63 @@ def _neighbours(
         rows[entry["key"]][1]["changed"] = entry["changed"]
     replacing = [search_row(row) for row in record["replacing"]]
     return [search_row(row) for row in record["rows"]], changed, replaced_by, replacing
+
+
+def _passage(row: dict[str, Any]) -> Passage:
+    return Passage(
+        key=row["key"],
+        id=row["id"],
+        channel=row["channel_key"] or "",
+        at=row["created_at"],
+        speaker_label=row["speaker_label"],
+        text=row["text"] or "",
+    )
+
+
+def _memory_item(kind: RecallKind, row: dict[str, Any], score: float) -> RecallItem:
+    return RecallItem(
+        kind=kind,
+        key=row["key"],
+        text=row["text"] or "",
+        score=score,
+        evidence=list(row.get("evidence") or []),
+        channel_id=row.get("channel_id"),
+        speaker_label=row.get("speaker_label"),
+        speaker_id=row.get("speaker_id"),
+        created_at=row.get("created_at"),
+        source=row.get("source"),
+        status=row.get("status"),
+        current=bool(row.get("current", True)),
+        in_reply_to=asked_line(row.get("asked")),
+        changed=quoted_changes(row),
+    )
+
+
+def _finish(
+    shown: Unit | Window,
+    rows: dict[str, tuple[RecallKind, dict[str, Any]]],
+    changed: dict[str, list[Change]],
+) -> RecallItem:
+    if isinstance(shown, Unit):
+        kind, row = rows[shown.key]
+        return _memory_item(kind, row, shown.score)
+    best = rows[shown.lead][1]
+    changes: list[Change] = []
+    for passage in shown.passages:
+        changes.extend(c for c in changed.get(passage.key, []) if c not in changes)
+    return RecallItem(
+        kind="episode",
+        key=shown.lead,
+        text=shown.text,
+        score=shown.score,
+        evidence=list(shown.evidence),
+        matched=[p.id for p in shown.passages if p.key in shown.hits],
+        channel_id=best["channel_id"],
+        speaker_label=best["speaker_label"],
+        speaker_id=best["speaker_id"],
+        created_at=best["created_at"],
+        changed=changes,
+    )
 
 
 def _recent(session: neo4j.Session, query: RecallQuery, params: dict[str, Any]) -> list[RecallItem]:

@@ -303,13 +303,3 @@ def test_a_message_between_comes_along_only_when_it_fits() -> None:
     stretches = [["k01", "k02", "k03"]]
     units = [message(1, 1.0), message(2, 0.1), message(3, 0.9)]
     assert [u.key for u in select(units, 2, stretches)] == ["k01", "k03"]
-
-
-def test_messages_already_shown_are_spent_from_the_budget() -> None:
-    # A window chosen elsewhere (the held search's first) showed m1 and m2: 3 of the 5 are left,
-    # and a fact resting on m2 costs nothing more.
-    fact = Unit("f1", 0.95, ("m2",))
-    units = [message(3, 0.9), fact, message(5, 0.8), message(6, 0.7), message(7, 0.6)]
-    chosen = select(units, 5, shown={"m1", "m2"})
-    assert [u.key for u in chosen] == ["f1", "k03", "k05", "k06"]
-    assert select(units, 2, shown={"m1", "m2"}) == []
