@@ -12,7 +12,6 @@ come from the same matching logic.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -21,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.shared import SHARED_DATA_DIR, shared_data_dir
+from bench.shared import SHARED_DATA_DIR, json_lines, shared_data_dir
 from pipeline.english.rules import candidates
 from pipeline.extract import Extractor, RulesExtractor
 from schemas.keys import channel_key, episode_key, participant_key
@@ -188,8 +187,7 @@ def score_lines(
 
 def load_lines(path: Path = LABELLED_FILE) -> list[dict[str, Any]]:
     """The labelled lines of a JSON Lines file, without its header line (`_header`), if any."""
-    rows = (json.loads(row) for row in path.read_text(encoding="utf-8").splitlines() if row.strip())
-    return [row for row in rows if "_header" not in row]
+    return json_lines(path)
 
 
 def format_report(report: Report) -> str:

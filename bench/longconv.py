@@ -13,12 +13,12 @@ start. Pure: no I/O beyond reading the file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.shared import json_lines
 from schemas.event import SCHEMA_VERSION
 from tests.datasets import RawEvent, slug
 
@@ -95,5 +95,4 @@ def questions(line: dict[str, Any]) -> list[LongQuestion]:
 
 def read_lines(path: Path = LONG_CONVERSATIONS) -> list[dict[str, Any]]:
     """The file's conversations (its header line skipped)."""
-    rows = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines() if text]
-    return [row for row in rows if "_header" not in row]
+    return json_lines(path)

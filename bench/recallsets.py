@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import longconv, taucustomer
-from bench.shared import shared_data_dir
+from bench.shared import json_lines, shared_data_dir
 from bench.syncload import agent_participant
 from pipeline.ingest import ingest_turns
 from pipeline.trust import DirectoryTrustPolicy
@@ -295,11 +295,10 @@ def case_event(
 def speakers_ending(path: Path, suffix: str) -> frozenset[str]:
     """The speakers of a blind set's file whose names end in `suffix` (its agents, for a set
     whose author named them by that rule)."""
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return frozenset(
         message["speaker"]
-        for case in lines
-        for message in case.get("messages", ())
+        for case in json_lines(path)
+        for message in case["messages"]
         if message["speaker"].endswith(suffix)
     )
 
@@ -313,10 +312,9 @@ def paraphrase_corpus(
     """A blind set of cases (the paraphrases, or a customer-memory set of the same shape):
     every case its own group channel, all observed by one agent; `agents` names the speakers
     that are agents on the platform."""
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     events: list[RawEvent] = []
     cases: list[Case] = []
-    for position, case in enumerate(c for c in lines if "_header" not in c):
+    for position, case in enumerate(json_lines(path)):
         said = [(message["speaker"], message["text"]) for message in case["messages"]]
         events.append(case_event(tenant, case["id"], position, said, agents))
         gold = frozenset(f"{case['id']}-m{i}" for i in case["answer"])

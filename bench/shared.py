@@ -5,7 +5,9 @@ Tests never read it (they use the slices in tests/data); only bench/ imports thi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from tests.datasets import FRIENDSQA_FILE, TAU_BENCH_FILE
 
@@ -22,3 +24,9 @@ def shared_data_dir(root: Path | None = None) -> Path:
             "project as ../shared/data. Tests do not: they read the slices in tests/data."
         )
     return where
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSON Lines data file, without its header line (`_header`), if any."""
+    rows = (json.loads(row) for row in path.read_text(encoding="utf-8").splitlines() if row.strip())
+    return [row for row in rows if "_header" not in row]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from bench.shared import json_lines
+
 CUSTOMER_MEMORY_TAU: Final = Path(__file__).resolve().parent / "data" / "customer_memory_tau.jsonl"
 TAU_FILE: Final = Path("tau-bench", "gpt-4o-airline.json")
 AGENT_SPEAKER: Final = "Airline Agent"
@@ -72,5 +74,4 @@ def conversations(root: Path) -> dict[int, Conversation]:
 
 def questions(path: Path = CUSTOMER_MEMORY_TAU) -> list[dict[str, Any]]:
     """The set's questions: id, task_id, question, answer (indices into the conversation)."""
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return [line for line in lines if "_header" not in line]
+    return json_lines(path)

@@ -301,7 +301,7 @@ def select(
 
     A unit costs its evidence not already counted, at least one message when it rests on none;
     one that does not fit is skipped for smaller ones. A neighbour that scores nothing (past a
-    pause from every match) is not taken, however much budget is left; a retriever's own
+    pause from every match) is not taken on its own, however much budget is left; a retriever's own
     weakest candidate may score nothing too (it stands for "not retrieved") and is still taken.
 
     A message taken one step from another taken message of its stretch (`stretches`) brings
